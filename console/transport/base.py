@@ -1,0 +1,105 @@
+"""The interface every transport (ssh, local, demo) offers to the rest of the core.
+
+A host that is not up is a *state* (:class:`HostStatus`), never an exception escaping
+into other hosts' work. Methods that need the host raise :class:`HostUnavailable`
+promptly instead of waiting for a connection that may never come.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import shlex
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from console.inventory import Host
+
+
+class HostState(enum.StrEnum):
+    CONNECTING = "connecting"
+    UP = "up"
+    DOWN = "down"
+    AUTH_FAILED = "auth-failed"
+    HOST_KEY_REJECTED = "host-key-rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class HostStatus:
+    name: str
+    state: HostState
+    reason: str = ""
+    latency_ms: float | None = None  # time the last successful connect took
+    since: float = field(default_factory=time.time)  # when this state began (epoch s)
+    last_seen: float | None = None  # last time the host answered (epoch s)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    exit_status: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+Command = str | Sequence[str]
+
+
+def to_shell(command: Command) -> str:
+    """A shell command line; argv sequences are quoted with shlex.join, strings pass as is."""
+    return command if isinstance(command, str) else shlex.join(command)
+
+
+class RemoteProcess(abc.ABC):
+    """A long-lived process on a host: stream its stdout lines, feed its stdin."""
+
+    @abc.abstractmethod
+    def lines(self) -> AsyncIterator[str]:
+        """stdout, one line at a time without the newline; ends when the process exits
+        or the connection drops."""
+
+    @abc.abstractmethod
+    async def write(self, data: str) -> None: ...
+
+    @abc.abstractmethod
+    def write_eof(self) -> None: ...
+
+    @abc.abstractmethod
+    async def wait(self) -> int | None:
+        """Exit status; None when the connection dropped before the process reported one."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop reading and close the channel (does not promise to kill a detached job)."""
+
+
+class HostConnection(abc.ABC):
+    """One host's connection, kept up (reconnects with backoff) by the pool."""
+
+    host: Host
+
+    @property
+    @abc.abstractmethod
+    def status(self) -> HostStatus: ...
+
+    @abc.abstractmethod
+    async def run(
+        self,
+        command: Command,
+        *,
+        timeout: float | None = 30.0,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run a command to completion. Raises HostUnavailable / CommandTimeout."""
+
+    @abc.abstractmethod
+    async def start(
+        self, command: Command, *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        """Start a long-lived process. Raises HostUnavailable."""
