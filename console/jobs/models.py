@@ -1,0 +1,85 @@
+"""Plain data shared by planners, the runner, the log follower and the UI.
+
+A plan says, for every process to start, where it runs, its exact argv and
+environment, and which log files it writes (with their rank attribution), so that
+everything downstream can work from the plan alone.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Literal
+
+JOBS_SUBDIR = ".distconsole/jobs"  # under each host's work_dir
+
+
+class JobKind(enum.StrEnum):
+    DDP = "ddp"
+    MPI = "mpi"
+    HOROVOD = "horovod"
+    PS = "ps"
+
+
+class JobState(enum.StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    LOST = "lost"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.STOPPED)
+
+
+Stream = Literal["stdout", "stderr", "combined"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogFile:
+    """One log file a launched process writes on its host.
+
+    ``rank``/``local_rank`` are set when the file belongs to one rank; a launcher's
+    combined output (mpirun --tag-output, torchrun prefixes) has ``rank=None`` and the
+    log parser attributes each line from its prefix.
+    """
+
+    path: str  # on the host; may start with "~/" (expanded remotely as $HOME)
+    stream: Stream
+    role: str  # "rank", "launcher", "ps", "worker", "chief"
+    rank: int | None = None
+    local_rank: int | None = None
+    index: int | None = None  # task index for ps/worker/chief
+
+
+@dataclass(frozen=True, slots=True)
+class RankLaunch:
+    """One process the runner starts on one host."""
+
+    host: str
+    role: str  # "torchrun", "launcher", "ps", "worker", "chief", "rank"
+    index: int
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    cwd: str
+    log_paths: tuple[LogFile, ...]
+    ranks: tuple[int, ...] = ()  # global ranks this process hosts (torchrun: its node's ranks)
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    job_id: str
+    name: str
+    kind: JobKind
+    world_size: int
+    launches: tuple[RankLaunch, ...]
+    job_dirs: dict[str, str]  # host name -> job directory on that host
+    master_addr: str | None = None
+    master_port: int | None = None
+    total_steps: int | None = None
+    steps_per_rank: int | None = None
+    steps_dropped: int | None = None  # total_steps - steps_per_rank * world_size
+    hosts_involved: tuple[str, ...] = ()  # every host a rank runs on (mpi: not only the launcher's)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
