@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything the test suite needs on a fresh Debian 12 machine (run as root).
+# Idempotent: a second run only checks and returns.
+#
+# - apt: OpenSSH server (real sshd test hosts), Open MPI, cmake/g++ (horovod build), tmux
+# - /opt/distconsole-test/venv from /usr/bin/python3: world-readable, because the sshd
+#   test hosts run as unprivileged test users that must use the same torch/horovod
+# - distconsole itself (editable) with its test and train extras, torch pinned to the
+#   CPU build through constraints/test.txt
+# - horovod 0.28.1 (scripts/build-horovod.sh, wheel cached)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+VENV=${DISTCONSOLE_TEST_VENV:-/opt/distconsole-test/venv}
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+
+packages=(openssh-server openssh-client openmpi-bin libopenmpi-dev cmake g++ tmux iproute2
+          procps psmisc python3-venv python3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+mkdir -p /run/sshd
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip setuptools wheel
+fi
+chmod -R a+rX "$(dirname "$VENV")"
+echo "setup: installing distconsole[test,train] (torch pinned by constraints/test.txt)"
+"$VENV/bin/pip" install -q -c "$here/constraints/test.txt" -e "$here[test,train]" setuptools wheel
+if "$VENV/bin/pip" list 2>/dev/null | grep -i '^nvidia-' | grep -vq '^nvidia-ml-py '; then
+  echo "setup: CUDA wheels were pulled in; torch is not the local CPU build" >&2
+  exit 1
+fi
+bash "$here/scripts/build-horovod.sh"
+chmod -R a+rX "$(dirname "$VENV")"
+echo "setup: done"
