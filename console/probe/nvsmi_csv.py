@@ -1,0 +1,170 @@
+"""Parser for ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` and
+``--query-compute-apps=...``.
+
+Works with or without the header line (give ``fields`` for ``noheader``) and with or
+without units; any field list in any order, so the wide 200-field captures and the
+sampler's short list parse alike. The sampler sends these raw rows to the console,
+so this one parser is what reads live GPUs too.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from console.probe import values
+from console.probe.models import GpuProcess, GpuSample
+
+# The fields the sampler asks for, in this order (also the stand-in's contract).
+QUERY_GPU_FIELDS: tuple[str, ...] = (
+    "index",
+    "uuid",
+    "name",
+    "utilization.gpu",
+    "utilization.memory",
+    "memory.used",
+    "memory.total",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "fan.speed",
+    "pstate",
+    "clocks.current.sm",
+    "clocks.current.memory",
+    "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total",
+    "mig.mode.current",
+)
+QUERY_APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "process_name", "used_gpu_memory")
+
+_UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]\s*$")
+
+# nvidia-smi field name (and its aliases) -> GpuSample attribute; first match wins.
+_GPU_FIELDS: dict[str, tuple[str, ...]] = {
+    "index": ("index",),
+    "uuid": ("uuid", "gpu_uuid"),
+    "name": ("name", "gpu_name"),
+    "utilization_gpu": ("utilization.gpu",),
+    "utilization_memory": ("utilization.memory",),
+    "memory_used_mib": ("memory.used",),
+    "memory_total_mib": ("memory.total",),
+    "temperature_c": ("temperature.gpu",),
+    "power_draw_w": ("power.draw", "power.draw.instant", "power.draw.average"),
+    "power_limit_w": ("power.limit", "enforced.power.limit"),
+    "fan_percent": ("fan.speed",),
+    "pstate": ("pstate",),
+    "clock_sm_mhz": ("clocks.current.sm", "clocks.sm"),
+    "clock_mem_mhz": ("clocks.current.memory", "clocks.mem"),
+    "ecc_corrected": ("ecc.errors.corrected.volatile.total",),
+    "ecc_uncorrected": ("ecc.errors.uncorrected.volatile.total",),
+    "mig_mode": ("mig.mode.current",),
+}
+_TEXT_ATTRS = {"uuid", "name", "pstate", "mig_mode"}
+_INT_ATTRS = {"ecc_corrected", "ecc_uncorrected"}
+_FREE_TEXT_FIELDS = ("process_name", "name", "gpu_name")
+
+
+@dataclass(frozen=True, slots=True)
+class AppRow:
+    """One --query-compute-apps row: a process and the GPU (by uuid/bus id) it uses."""
+
+    gpu_uuid: str | None
+    gpu_bus_id: str | None
+    process: GpuProcess
+
+
+def field_name(header_cell: str) -> str:
+    """``"memory.used [MiB]"`` -> ``"memory.used"``."""
+    return _UNIT_SUFFIX.sub("", header_cell.strip())
+
+
+def _rows(lines: Iterable[str], fields: Sequence[str] | None) -> tuple[list[str], list[list[str]]]:
+    reader = csv.reader((ln for ln in lines if ln.strip()), skipinitialspace=True)
+    rows = [[c.strip() for c in r] for r in reader]
+    if fields is None:
+        if not rows:
+            return [], []
+        fields = [field_name(c) for c in rows[0]]
+        rows = rows[1:]
+    names = list(fields)
+    fixed: list[list[str]] = []
+    for row in rows:
+        if len(row) > len(names):
+            # nvidia-smi does not quote: a command line with commas spills into extra cells.
+            free = next((names.index(f) for f in _FREE_TEXT_FIELDS if f in names), None)
+            if free is not None:
+                extra = len(row) - len(names)
+                row = [
+                    *row[:free],
+                    ", ".join(row[free : free + extra + 1]),
+                    *row[free + extra + 1 :],
+                ]
+        fixed.append(row)
+    return names, fixed
+
+
+def _gpu_from_row(names: list[str], row: list[str], position: int) -> GpuSample:
+    cells = dict(zip(names, row, strict=False))
+    kwargs: dict[str, object] = {}
+    for attr, aliases in _GPU_FIELDS.items():
+        raw = next((cells[a] for a in aliases if a in cells and values.text(cells[a])), None)
+        if attr == "index":
+            idx = values.integer(raw)
+            kwargs["index"] = position if idx is None else idx
+        elif attr in _TEXT_ATTRS:
+            kwargs[attr] = values.text(raw)
+        elif attr in _INT_ATTRS:
+            kwargs[attr] = values.integer(raw)
+        else:
+            kwargs[attr] = values.number(raw)
+    return GpuSample(**kwargs)  # type: ignore[arg-type]
+
+
+def parse_query_gpu(
+    lines: str | Iterable[str], fields: Sequence[str] | None = None
+) -> tuple[GpuSample, ...]:
+    """GPUs from ``--query-gpu`` output; ``fields`` when the output has no header."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    names, rows = _rows(lines, fields)
+    return tuple(_gpu_from_row(names, row, i) for i, row in enumerate(rows))
+
+
+def parse_compute_apps(
+    lines: str | Iterable[str], fields: Sequence[str] | None = None
+) -> tuple[AppRow, ...]:
+    """Processes from ``--query-compute-apps`` output."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    names, rows = _rows(lines, fields)
+    out: list[AppRow] = []
+    for row in rows:
+        cells = dict(zip(names, row, strict=False))
+        pid = values.integer(cells.get("pid"))
+        if pid is None:
+            continue
+        proc = GpuProcess(
+            pid=pid,
+            command=values.text(cells.get("process_name")),
+            used_memory_mib=values.number(cells.get("used_gpu_memory", cells.get("used_memory"))),
+        )
+        out.append(
+            AppRow(values.text(cells.get("gpu_uuid")), values.text(cells.get("gpu_bus_id")), proc)
+        )
+    return tuple(out)
+
+
+def attach_processes(gpus: Sequence[GpuSample], apps: Iterable[AppRow]) -> tuple[GpuSample, ...]:
+    """Each GPU with the processes whose gpu_uuid is its uuid (a lone GPU takes all)."""
+    by_uuid: dict[str | None, list[GpuProcess]] = {}
+    for app in apps:
+        by_uuid.setdefault(app.gpu_uuid, []).append(app.process)
+    out = []
+    for gpu in gpus:
+        procs = by_uuid.get(gpu.uuid, [])
+        if len(gpus) == 1 and not procs and gpu.uuid is None:
+            procs = [p for ps in by_uuid.values() for p in ps]
+        out.append(replace(gpu, processes=tuple(procs)) if procs else gpu)
+    return tuple(out)
