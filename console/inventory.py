@@ -4,19 +4,44 @@ The models below are the contract the rest of the core codes against. ``load()``
 accepts hosts.yaml, a pssh host_file (``user@host[:port]`` per line) and an Open MPI
 hostfile (``host slots=N``); every error is an :class:`InventoryError` naming file,
 line and field.
+
+hosts.yaml rules worth knowing:
+
+- ``defaults`` holds any host key except ``name``/``address``; a host's own value wins,
+  except ``env``, which is merged (host variables override default ones).
+- ``name`` is optional and defaults to ``address``; names must be unique.
+- A host entry may also be a plain string ``[user@]host[:port]``.
+- ``identity_file`` and ``known_hosts`` are local paths: ``~`` is expanded and relative
+  paths are taken from the inventory file's directory. ``work_dir`` is remote and is
+  left as written (``~`` expands on the host).
+- ``interface`` is one interface name or a comma-separated list of them (it becomes
+  ``NCCL_SOCKET_IFNAME`` / ``btl_tcp_if_include``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from console.errors import InventoryError
 
 LOCAL_ADDRESS = "local"
+
+# No whitespace and no shell metacharacters: names and tags end up in file paths,
+# log prefixes and command lines.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@%+\[\]][A-Za-z0-9_.:@%+\[\]-]*$")
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*$")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Linux interface names: at most 15 characters, no '/', ':' or whitespace.
+_IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+_PROXY_RE = re.compile(r"^[A-Za-z0-9_.@:%,\[\]-]+$")
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./~+-]+$")
 
 
 class Host(BaseModel):
@@ -48,6 +73,135 @@ class Host(BaseModel):
     def is_local(self) -> bool:
         return self.address == LOCAL_ADDRESS
 
+    @field_validator("port", "connect_timeout", "keepalive_interval", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any) -> Any:
+        # pydantic would read `true` as 1: a YAML slip that must not become port 1.
+        if isinstance(value, bool):
+            raise ValueError(f"must be a number, not {str(value).lower()}")
+        return value
+
+    @field_validator("port")
+    @classmethod
+    def _port_range(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= 65535:
+            raise ValueError(f"must be between 1 and 65535, got {value}")
+        return value
+
+    @field_validator("connect_timeout")
+    @classmethod
+    def _positive_timeout(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError(f"must be greater than 0 seconds, got {value:g}")
+        return value
+
+    @field_validator("keepalive_interval")
+    @classmethod
+    def _keepalive(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError(f"must be 0 (off) or more seconds, got {value:g}")
+        return value
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpus(cls, value: Any) -> Any:
+        if value == "auto" or (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        ):
+            return value
+        raise ValueError(f"must be a whole number >= 0 or 'auto', got {value!r}")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return _matching(value, _NAME_RE, "a name without spaces or shell characters")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for tag in value:
+            _matching(tag, _NAME_RE, "tags without spaces or shell characters")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        return _matching(value, _ADDRESS_RE, "a hostname, IP address, ssh alias or 'local'")
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str | None) -> str | None:
+        return None if value is None else _matching(value, _USER_RE, "a user name")
+
+    @field_validator("proxy_jump")
+    @classmethod
+    def _proxy_jump(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return _matching(value, _PROXY_RE, "[user@]host[:port], comma-separated for a chain")
+
+    @field_validator("python")
+    @classmethod
+    def _python(cls, value: str) -> str:
+        return _matching(value, _PYTHON_RE, "a command name or path such as python3")
+
+    @field_validator("interface")
+    @classmethod
+    def _interface(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        for item in value.split(","):
+            if not _IFNAME_RE.match(item):
+                raise ValueError(
+                    f"{item!r} is not a network interface name (up to 15 letters, digits, "
+                    "'_', '.', '-'; several joined with ',')"
+                )
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            _check_env_item(key, item)
+        return value
+
+    @field_validator("work_dir")
+    @classmethod
+    def _work_dir(cls, value: str) -> str:
+        if not value.strip() or "\n" in value or "\0" in value:
+            raise ValueError("must be a non-empty path on one line")
+        return value
+
+    @field_validator("setup")
+    @classmethod
+    def _setup(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if "\n" in value.strip() or "\0" in value:
+            raise ValueError("must be one line (join several commands with &&)")
+        return value.strip() or None
+
+    @field_validator("identity_file", "known_hosts")
+    @classmethod
+    def _local_path(cls, value: str | None) -> str | None:
+        return None if value is None else os.path.expanduser(value)
+
+
+def _matching(value: str, pattern: re.Pattern[str], what: str) -> str:
+    if not pattern.match(value):
+        raise ValueError(f"{value!r} is not valid here: expected {what}")
+    return value
+
+
+def _check_env_item(key: str, value: str) -> None:
+    if not _ENV_NAME_RE.match(key):
+        raise ValueError(
+            f"{key!r} is not a valid environment variable name (letters, digits, '_'; "
+            "not starting with a digit)"
+        )
+    if "\0" in value:
+        raise ValueError(f"{key}: value contains a NUL character")
+
 
 class Inventory(BaseModel):
     """All hosts of one inventory file, in file order (the first host is the master)."""
@@ -56,6 +210,7 @@ class Inventory(BaseModel):
 
     path: str
     hosts: tuple[Host, ...]
+    format: Literal["yaml", "pssh", "mpi-hostfile"] = "yaml"
 
     def get(self, name: str) -> Host:
         for host in self.hosts:
@@ -80,5 +235,48 @@ class Inventory(BaseModel):
 
 
 def load(path: str | Path) -> Inventory:
-    """Load and validate an inventory file; raises InventoryError naming file/line/field."""
-    raise NotImplementedError  # filled in by the inventory work
+    """Load and validate an inventory file; raises InventoryError naming file/line/field.
+
+    The format is detected from the content: lines of ``[user@]host[:port]`` are a pssh
+    host_file, lines with ``slots=N`` an Open MPI hostfile, anything else hosts.yaml.
+    """
+    # Imported here so that `import console.inventory` stays cheap for code that only
+    # needs the models.
+    from console import inventory_formats
+
+    shown = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError("file not found", path=shown) from None
+    except IsADirectoryError:
+        raise InventoryError("is a directory, not an inventory file", path=shown) from None
+    except UnicodeDecodeError as exc:
+        raise InventoryError(f"not UTF-8 text ({exc.reason})", path=shown) from None
+    except OSError as exc:
+        raise InventoryError(f"cannot read: {exc.strerror}", path=shown) from None
+    base = Path(path).resolve().parent
+    if inventory_formats.looks_like_hostfile(text):
+        return inventory_formats.load_hostfile(text, shown)
+    return inventory_formats.load_yaml(text, shown, base)
+
+
+def build_host(fields: Mapping[str, Any]) -> Host:
+    """Validate one host's merged fields (raises pydantic's ValidationError)."""
+    return Host.model_validate(dict(fields))
+
+
+def describe_validation_error(error: ValidationError) -> tuple[tuple[Any, ...], str]:
+    """The first problem of a ValidationError as (loc, one-line message for a person)."""
+    first = error.errors()[0]
+    loc = tuple(first["loc"])
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return loc, f"unknown key (known keys: {', '.join(sorted(Host.model_fields))})"
+    if kind == "missing":
+        return loc, "is required"
+    message = str(first["msg"])
+    message = message.removeprefix("Value error, ")
+    if kind not in ("value_error",) and isinstance(first.get("input"), str | int | float):
+        message = f"{message} (got {first['input']!r})"
+    return loc, message
