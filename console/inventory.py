@@ -24,9 +24,9 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from console.errors import InventoryError
 
@@ -42,6 +42,14 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 _PROXY_RE = re.compile(r"^[A-Za-z0-9_.@:%,\[\]-]+$")
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./~+-]+$")
+
+
+def _tag(value: str) -> str:
+    return _matching(value, _NAME_RE, "tags without spaces or shell characters")
+
+
+# Validated per item so that an error names the tag's index (`tags[1]`).
+Tag = Annotated[str, AfterValidator(_tag)]
 
 
 class Host(BaseModel):
@@ -63,7 +71,7 @@ class Host(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     interface: str | None = None
     gpus: int | Literal["auto"] = "auto"
-    tags: tuple[str, ...] = ()
+    tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"
     # "simulated" is only ever set by the demo's own inventory; real hosts read NVML/nvidia-smi.
@@ -115,13 +123,6 @@ class Host(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return _matching(value, _NAME_RE, "a name without spaces or shell characters")
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for tag in value:
-            _matching(tag, _NAME_RE, "tags without spaces or shell characters")
-        return value
 
     @field_validator("address")
     @classmethod

@@ -1,0 +1,631 @@
+"""inventory.load(): the three formats, defaults, selection, and every error naming
+file, line and field."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from console.errors import InventoryError
+from console.inventory import Host, Inventory, load
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_hosts"
+
+
+def write(tmp_path: Path, text: str, name: str = "hosts.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def error_of(path: Path) -> InventoryError:
+    with pytest.raises(InventoryError) as info:
+        load(path)
+    return info.value
+
+
+# --- samples -------------------------------------------------------------------------
+
+
+SAMPLE_FILES = sorted(p for p in SAMPLES.iterdir() if p.suffix != ".md")
+
+
+def test_sample_directory_holds_every_promised_file() -> None:
+    names = {p.name for p in SAMPLE_FILES}
+    assert {
+        "local.yaml",
+        "two-nodes.yaml",
+        "docker-sshd-2022.yaml",
+        "jump-host.yaml",
+        "host_file",
+        "mpi-hostfile",
+    } <= names
+
+
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_every_sample_loads(path: Path) -> None:
+    inventory = load(path)
+    assert inventory.hosts
+    assert len({h.name for h in inventory.hosts}) == len(inventory.hosts)
+
+
+def test_samples_mean_what_their_comments_say() -> None:
+    local = load(SAMPLES / "local.yaml")
+    assert local.hosts[0].is_local
+    docker = load(SAMPLES / "docker-sshd-2022.yaml")
+    assert [(h.address, h.port) for h in docker.hosts] == [("127.0.0.1", 2022), ("127.0.0.1", 2023)]
+    jump = load(SAMPLES / "jump-host.yaml")
+    assert jump.get("gpu-a").proxy_jump == "alice@bastion.example.org:22"
+    assert jump.get("gpu-c").proxy_jump == "alice@bastion.example.org:22,ops@jump2.internal"
+    assert load(SAMPLES / "host_file").format == "pssh"
+    assert [h.gpus for h in load(SAMPLES / "mpi-hostfile").hosts] == [8, 8, 4]
+
+
+# --- hosts.yaml ----------------------------------------------------------------------
+
+
+def test_defaults_merge_and_host_values_win(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        defaults:
+          user: alice
+          port: 2200
+          identity_file: ~/.ssh/id_test
+          known_hosts: keys/known_hosts
+          work_dir: ~/runs
+          setup: "source ~/venv/bin/activate"
+          env: {NCCL_DEBUG: WARN, OMP_NUM_THREADS: 1}
+          interface: eth0
+        hosts:
+          - name: node0
+            address: 10.0.0.10
+            gpus: 8
+            tags: [a100]
+          - name: node1
+            address: 10.0.0.11
+            port: 2022
+            user: bob
+            env: {NCCL_DEBUG: INFO, EXTRA: "x y"}
+        """,
+    )
+    inventory = load(path)
+    node0, node1 = inventory.hosts
+    assert (node0.user, node0.port, node0.gpus, node0.tags) == ("alice", 2200, 8, ("a100",))
+    assert (node1.user, node1.port, node1.gpus) == ("bob", 2022, "auto")
+    assert node0.env == {"NCCL_DEBUG": "WARN", "OMP_NUM_THREADS": "1"}
+    assert node1.env == {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "1", "EXTRA": "x y"}
+    # local paths: ~ expanded, relative ones taken from the inventory's directory
+    assert node0.identity_file == os.path.expanduser("~/.ssh/id_test")
+    assert node0.known_hosts == str(tmp_path.resolve() / "keys" / "known_hosts")
+    # the remote work_dir keeps its ~ for the host to expand
+    assert node1.work_dir == "~/runs"
+    assert node1.setup == "source ~/venv/bin/activate"
+    assert node1.interface == "eth0"
+    assert inventory.format == "yaml"
+    assert inventory.path == str(path)
+
+
+def test_name_defaults_to_address_and_string_entries(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        hosts:
+          - address: gpu-1.example.org
+          - carol@10.0.0.7:2222
+          - "[fe80::1]:22"
+        """,
+    )
+    a, b, c = load(path).hosts
+    assert (a.name, a.address) == ("gpu-1.example.org", "gpu-1.example.org")
+    assert (b.name, b.user, b.address, b.port) == ("10.0.0.7", "carol", "10.0.0.7", 2222)
+    assert (c.address, c.port) == ("fe80::1", 22)
+
+
+def test_select_by_name_and_tag(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        hosts:
+          - {name: a, address: 10.0.0.1, tags: [a100, rack1]}
+          - {name: b, address: 10.0.0.2, tags: [h100, rack1]}
+          - {name: c, address: 10.0.0.3, tags: [h100, rack2]}
+        """,
+    )
+    inventory = load(path)
+    assert [h.name for h in inventory.select()] == ["a", "b", "c"]
+    assert [h.name for h in inventory.select(names=["c", "a"])] == ["c", "a"]
+    assert [h.name for h in inventory.select(tags=["h100"])] == ["b", "c"]
+    assert [h.name for h in inventory.select(names=["a", "c"], tags=["rack2"])] == ["c"]
+    assert inventory.tags == ("a100", "h100", "rack1", "rack2")
+    with pytest.raises(InventoryError, match=r"no host named 'zz' \(hosts: a, b, c\)"):
+        inventory.select(names=["zz"])
+
+
+# Each case: file text, expected (line, field, message fragment).
+YAML_ERRORS = {
+    "yaml-syntax": (
+        """
+        hosts:
+          - name: a
+            address: [10.0.0.1
+          - name: b
+        """,
+        4,
+        None,
+        "YAML syntax error",
+    ),
+    "duplicate-yaml-key": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            address: 10.0.0.2
+        """,
+        4,
+        None,
+        'duplicate key "address"',
+    ),
+    "unknown-host-key": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            gpu: 4
+        """,
+        4,
+        "hosts[0].gpu",
+        "unknown key",
+    ),
+    "unknown-default-key": (
+        """
+        defaults:
+          usr: alice
+        hosts:
+          - {name: a, address: 10.0.0.1}
+        """,
+        2,
+        "defaults.usr",
+        "unknown key",
+    ),
+    "unknown-top-level-key": (
+        """
+        hosts:
+          - {name: a, address: 10.0.0.1}
+        host: b
+        """,
+        3,
+        "host",
+        "unknown top-level key",
+    ),
+    "wrong-type": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+          - name: b
+            address: 10.0.0.2
+            insecure_host_keys: maybe
+        """,
+        6,
+        "hosts[1].insecure_host_keys",
+        "valid boolean",
+    ),
+    "port-too-big": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+          - name: b
+            address: 10.0.0.2
+            port: 70000
+        """,
+        6,
+        "hosts[1].port",
+        "between 1 and 65535",
+    ),
+    "port-zero-in-defaults": (
+        """
+        defaults:
+          user: alice
+          port: 0
+        hosts:
+          - {name: a, address: 10.0.0.1}
+        """,
+        3,
+        "defaults.port",
+        "between 1 and 65535",
+    ),
+    "port-bool": (
+        """
+        hosts:
+          - {name: a, address: 10.0.0.1, port: true}
+        """,
+        2,
+        "hosts[0].port",
+        "must be a number",
+    ),
+    "port-not-number": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            port: ssh
+        """,
+        4,
+        "hosts[0].port",
+        "'ssh'",
+    ),
+    "duplicate-name": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+          - name: b
+            address: 10.0.0.2
+          - name: a
+            address: 10.0.0.3
+        """,
+        6,
+        "hosts[2].name",
+        "duplicate host name 'a' (also hosts[0], line 2)",
+    ),
+    "duplicate-name-from-address": (
+        """
+        hosts:
+          - address: 10.0.0.1
+          - address: 10.0.0.1
+        """,
+        3,
+        "hosts[1].name",
+        "duplicate host name '10.0.0.1'",
+    ),
+    "empty-hosts": (
+        """
+        defaults: {user: alice}
+        hosts: []
+        """,
+        2,
+        "hosts",
+        "no hosts listed",
+    ),
+    "missing-hosts": (
+        """
+        defaults: {user: alice}
+        """,
+        1,
+        "hosts",
+        "is required",
+    ),
+    "hosts-not-list": (
+        """
+        hosts:
+          name: a
+        """,
+        1,
+        "hosts",
+        "must be a list",
+    ),
+    "missing-address": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+          - name: b
+            gpus: 2
+        """,
+        4,
+        "hosts[1].address",
+        "is required",
+    ),
+    "bad-env-name": (
+        """
+        defaults:
+          env:
+            GOOD: 1
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            env:
+              OK: x
+              1BAD: y
+        """,
+        9,
+        "hosts[0].env.1BAD",
+        "not a valid environment variable name",
+    ),
+    "bad-env-name-in-defaults": (
+        """
+        defaults:
+          env:
+            "NCCL DEBUG": WARN
+        hosts:
+          - {name: a, address: 10.0.0.1}
+        """,
+        3,
+        "defaults.env.NCCL DEBUG",
+        "not a valid environment variable name",
+    ),
+    "env-value-list": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            env:
+              PATHS: [a, b]
+        """,
+        5,
+        "hosts[0].env.PATHS",
+        "must be a string or a number",
+    ),
+    "bad-interface": (
+        """
+        defaults:
+          interface: "eth0; rm -rf /"
+        hosts:
+          - {name: a, address: 10.0.0.1}
+        """,
+        2,
+        "defaults.interface",
+        "not a network interface name",
+    ),
+    "interface-too-long": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            interface: averyveryverylongname0
+        """,
+        4,
+        "hosts[0].interface",
+        "not a network interface name",
+    ),
+    "name-with-space": (
+        """
+        hosts:
+          - name: node 0
+            address: 10.0.0.1
+        """,
+        2,
+        "hosts[0].name",
+        "without spaces or shell characters",
+    ),
+    "name-with-shell-char": (
+        """
+        hosts:
+          - name: "a$(id)"
+            address: 10.0.0.1
+        """,
+        2,
+        "hosts[0].name",
+        "without spaces or shell characters",
+    ),
+    "tag-with-shell-char": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            tags:
+              - ok
+              - "bad;tag"
+        """,
+        6,
+        "hosts[0].tags[1]",
+        "without spaces or shell characters",
+    ),
+    "address-with-space-named-by-address": (
+        """
+        hosts:
+          - address: "10.0.0.1 10.0.0.2"
+        """,
+        2,
+        "hosts[0].address",
+        "not valid",
+    ),
+    "timeout-zero": (
+        """
+        defaults:
+          connect_timeout: 0
+        hosts:
+          - {name: a, address: 10.0.0.1}
+        """,
+        2,
+        "defaults.connect_timeout",
+        "greater than 0",
+    ),
+    "gpus-negative": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            gpus: -1
+        """,
+        4,
+        "hosts[0].gpus",
+        "whole number >= 0 or 'auto'",
+    ),
+    "gpus-word": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            gpus: all
+        """,
+        4,
+        "hosts[0].gpus",
+        "whole number >= 0 or 'auto'",
+    ),
+    "name-in-defaults": (
+        """
+        defaults:
+          name: x
+        hosts:
+          - {address: 10.0.0.1}
+        """,
+        2,
+        "defaults.name",
+        "per host",
+    ),
+    "setup-multi-line": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+            setup: |
+              source a
+              source b
+        """,
+        4,
+        "hosts[0].setup",
+        "one line",
+    ),
+    "entry-not-mapping": (
+        """
+        hosts:
+          - name: a
+            address: 10.0.0.1
+          - [1, 2]
+        """,
+        4,
+        "hosts[1]",
+        "must be a mapping",
+    ),
+    "string-entry-bad-port": (
+        """
+        hosts:
+          - node0:ssh
+        """,
+        2,
+        "hosts[0].port",
+        "not a port number",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(YAML_ERRORS))
+def test_yaml_errors_name_file_line_and_field(tmp_path: Path, case: str) -> None:
+    text, line, field, fragment = YAML_ERRORS[case]
+    path = write(tmp_path, text)
+    error = error_of(path)
+    assert (error.path, error.line, error.field) == (str(path), line, field)
+    assert fragment in error.detail
+    where = f"{path}:{line}" if line is not None else str(path)
+    expected = f"{where}: {field}: {error.detail}" if field else f"{where}: {error.detail}"
+    assert str(error) == expected
+    assert "\n" not in str(error)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    error = error_of(tmp_path / "nope.yaml")
+    assert str(error) == f"{tmp_path / 'nope.yaml'}: file not found"
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    error = error_of(write(tmp_path, "# nothing here\n"))
+    assert (error.line, error.field) == (None, "hosts")
+    assert "no hosts" in error.detail
+
+
+def test_top_level_list_is_refused(tmp_path: Path) -> None:
+    error = error_of(write(tmp_path, "- name: a\n  address: b\n"))
+    assert error.line == 1
+    assert "expected a mapping with a 'hosts' list" in error.detail
+
+
+def test_yaml_merge_keys_work(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        hosts:
+          - &base {name: a, address: 10.0.0.1, user: alice, gpus: 2}
+          - <<: *base
+            name: b
+            port: 99999
+        """,
+    )
+    error = error_of(path)
+    assert (error.line, error.field) == (5, "hosts[1].port")
+
+
+# --- pssh host_file and Open MPI hostfile -----------------------------------------------
+
+
+def test_pssh_host_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        # comment
+        alice@10.0.0.10
+
+        10.0.0.11:2022   # trailing comment
+        node2
+        127.0.0.1:2201
+        127.0.0.1:2202
+        """,
+        name="host_file",
+    )
+    inventory = load(path)
+    assert inventory.format == "pssh"
+    assert [(h.name, h.user, h.address, h.port) for h in inventory.hosts] == [
+        ("10.0.0.10", "alice", "10.0.0.10", None),
+        ("10.0.0.11", None, "10.0.0.11", 2022),
+        ("node2", None, "node2", None),
+        ("127.0.0.1:2201", None, "127.0.0.1", 2201),
+        ("127.0.0.1:2202", None, "127.0.0.1", 2202),
+    ]
+    assert all(h.gpus == "auto" for h in inventory.hosts)
+
+
+def test_mpi_hostfile(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+        node0 slots=8
+        node1 slots=4 max_slots=4
+        node2 max-slots=2
+        """,
+        name="hostfile",
+    )
+    inventory = load(path)
+    assert inventory.format == "mpi-hostfile"
+    assert [(h.name, h.gpus) for h in inventory.hosts] == [
+        ("node0", 8),
+        ("node1", 4),
+        ("node2", "auto"),
+    ]
+
+
+HOSTFILE_ERRORS = {
+    "bad-port": ("node0\nnode1:22x\n", 2, "port", "'22x' is not a port number"),
+    "port-range": ("node0\nnode1:70000\n", 2, "port", "between 1 and 65535"),
+    "slots-not-number": ("node0 slots=8\nnode1 slots=four\n", 2, "slots", "whole number"),
+    "option-without-value": ("node0 slots=8\nnode1 slots\n", 2, "slots", "key=value"),
+    "unknown-option": ("node0 slots=8\n\nnode1 cpus=4\n", 3, "cpus", "unknown option"),
+    "max-below-slots": ("node0 slots=8 max_slots=2\n", 1, "max_slots", "less than slots"),
+    "listed-twice": ("# c\nnode0 slots=2\nnode0 slots=2\n", 3, "host", "first on line 2"),
+    "bad-host-chars": ("node0\nno$de1\n", 2, "host", "not valid"),
+    "bad-user": ("node0\nb;b@node1\n", 2, "user", "not valid"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTFILE_ERRORS))
+def test_hostfile_errors_name_line_and_field(tmp_path: Path, case: str) -> None:
+    text, line, field, fragment = HOSTFILE_ERRORS[case]
+    path = tmp_path / "hostfile"
+    path.write_text(text)
+    error = error_of(path)
+    assert (error.line, error.field) == (line, field), str(error)
+    assert fragment in error.detail
+    assert str(error).startswith(f"{path}:{line}: {field}: ")
+
+
+def test_host_model_validates_when_built_in_code() -> None:
+    host = Host(name="n", address="local", identity_file="~/k", tags=("a",))
+    assert host.is_local and host.identity_file == os.path.expanduser("~/k")
+    with pytest.raises(ValueError, match="between 1 and 65535"):
+        Host(name="n", address="a", port=0)
+    inventory = Inventory(path="x", hosts=(host,))
+    assert inventory.format == "yaml"
