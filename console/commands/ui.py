@@ -1,18 +1,31 @@
-"""`distconsole ui` (placeholder until its issue lands: exits 2 saying so)."""
+"""`distconsole ui HOSTS [--theme T]` (also plain `distconsole HOSTS`): open the console."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("ui", help="(not yet available)")
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser = sub.add_parser(
+        "ui",
+        help="open the console on an inventory (also: distconsole HOSTS)",
+        description="Open the keyboard-driven console on the hosts of an inventory file.",
+    )
+    parser.add_argument(
+        "hosts", metavar="HOSTS", help="hosts.yaml, a pssh host_file or an MPI hostfile"
+    )
+    parser.add_argument(
+        "--theme",
+        default=None,
+        help="colour theme (default distconsole-dark; also distconsole-light or any "
+        "Textual theme; switch later from the command palette)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("distconsole ui: not available yet in this build", file=sys.stderr)
-    return 2
+    # Textual loads only here, so the other sub-commands never import it.
+    from console.ui.app import run as run_app
+
+    return run_app(args.hosts, theme=args.theme)

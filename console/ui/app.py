@@ -1,0 +1,189 @@
+"""The distconsole Textual app: screens over the core's async feeds.
+
+Workers consume the core's async iterators and post messages to the app ("messages up");
+the app gathers what arrived into batches and hands them to screens ("attributes down").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from console import inventory as inventory_module
+from console.inventory import Inventory
+from console.transport.base import HostStatus
+from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
+from console.ui.messages import HostStatusesArrived
+from console.ui.screens.help import HelpScreen, KeyHelp
+from console.ui.screens.hosts import HostsScreen
+from console.ui.theming import (
+    DEFAULT_THEME,
+    STATE_VARIABLES,
+    bundled_themes,
+    check_theme,
+    next_theme,
+)
+
+CLOSE_TIMEOUT_S = 5.0
+
+
+class DistConsoleApp(App[int]):
+    TITLE = "distconsole"
+    # Absolute, so subclasses defined elsewhere (tests, scripts) find it too.
+    CSS_PATH = Path(__file__).with_name("app.tcss")
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("colon", "command_palette", "Commands", key_display=":"),
+        Binding("h", "show_hosts", "Hosts"),
+        Binding("t", "cycle_theme", "Theme"),
+    ]
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        *,
+        theme: str | None = None,
+        connections_factory: ConnectionsFactory | None = cluster_connections,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``connections_factory=None`` shows the inventory without connecting (screenshots);
+        ``clock`` gives "now" for relative times (frozen in snapshot tests)."""
+        super().__init__()
+        self.inventory = inventory
+        self.clock = clock
+        self._connections_factory = connections_factory
+        self.connections: HostStatusSource | None = None
+        self.host_statuses: dict[str, HostStatus] = {}
+        self._status_batch: list[HostStatus] = []
+        for bundled in bundled_themes():
+            self.register_theme(bundled)
+        self.theme = check_theme(theme) if theme else DEFAULT_THEME
+        self.sub_title = f"{Path(inventory.path).name} · {len(inventory.hosts)} hosts"
+        self.hosts_screen = HostsScreen(inventory, clock=clock)
+
+    def get_default_screen(self) -> Screen[None]:
+        return self.hosts_screen
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # Textual's built-in themes lack our variables; the CSS must parse under every theme.
+        return dict(STATE_VARIABLES)
+
+    def on_mount(self) -> None:
+        if self._connections_factory is not None:
+            self.run_worker(
+                self._follow_host_statuses(self._connections_factory),
+                name="host-statuses",
+                group="connections",
+                exit_on_error=False,
+            )
+
+    async def _follow_host_statuses(self, factory: ConnectionsFactory) -> None:
+        connections = factory(self.inventory)
+        self.connections = connections
+        await connections.start()
+        async for status in connections.subscribe():
+            self._status_batch.append(status)
+            # One message per batch: statuses arriving before the app handles it ride along.
+            if len(self._status_batch) == 1:
+                self.post_message(HostStatusesArrived())
+
+    def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
+        batch, self._status_batch = self._status_batch, []
+        latest = {status.name: status for status in batch}
+        self.host_statuses.update(latest)
+        self.hosts_screen.apply_statuses(latest.values())
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is WorkerState.ERROR and event.worker.group == "connections":
+            self.notify(
+                f"Host connections stopped: {event.worker.error}",
+                title="connections",
+                severity="error",
+                timeout=30,
+            )
+
+    async def on_unmount(self) -> None:
+        if self.connections is not None:
+            # Quitting must not hang on a host that black-holes the close; jobs are
+            # detached on their hosts, so nothing is lost by giving up here.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.connections.close(), CLOSE_TIMEOUT_S)
+
+    # -- actions -----------------------------------------------------------------------
+
+    def action_show_hosts(self) -> None:
+        while len(self.screen_stack) > 1 and self.screen is not self.hosts_screen:
+            self.pop_screen()
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self._key_help()))
+
+    def _key_help(self) -> list[KeyHelp]:
+        """The keys of the screen below: the app's first, then the screen's, then widgets'."""
+        rows: list[tuple[int, KeyHelp]] = []
+        seen: set[str] = set()
+        for key, active in self.screen.active_bindings.items():
+            binding = active.binding
+            if key in seen or not binding.description:
+                continue
+            seen.add(key)
+            node = active.node
+            if node is self:
+                rank, scope = 0, "app"
+            elif node is self.screen:
+                rank, scope = 1, node.name or type(node).__name__
+            else:
+                rank, scope = 2, type(node).__name__
+            rows.append((rank, KeyHelp(self.get_key_display(binding), binding.description, scope)))
+        palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette")
+        rows.append((0, KeyHelp(self.get_key_display(palette), "Commands", "app")))
+        return [row for _, row in sorted(rows, key=lambda r: r[0])]
+
+    def action_cycle_theme(self) -> None:
+        self.set_theme(next_theme(self.theme, [t.name for t in bundled_themes()]))
+
+    def set_theme(self, name: str) -> None:
+        self.theme = name
+        self.notify(f"Theme: {name}", timeout=2)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield SystemCommand(
+            "Hosts", "Show every host and its connection state", self.action_show_hosts
+        )
+        yield SystemCommand("Help", "List every key of this screen", self.action_help)
+        yield SystemCommand(
+            "Next theme", "Switch to the next distconsole theme", self.action_cycle_theme
+        )
+        for bundled in bundled_themes():
+            yield SystemCommand(
+                f"Theme: {bundled.name}",
+                f"Switch to the {bundled.name} theme",
+                partial(self.set_theme, bundled.name),
+            )
+        yield from super().get_system_commands(screen)
+
+
+def run(inventory_path: Path | str, theme: str | None = None) -> int:
+    """Open the console on an inventory; 2 for a bad --theme (InventoryError propagates)."""
+    try:
+        chosen = check_theme(theme)
+    except ValueError as exc:
+        print(f"distconsole: {exc}", file=sys.stderr)
+        return 2
+    inventory = inventory_module.load(inventory_path)
+    app = DistConsoleApp(inventory, theme=chosen)
+    app.run()
+    return app.return_code or 0

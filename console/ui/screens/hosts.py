@@ -1,0 +1,89 @@
+"""The hosts screen: every inventory host with its connection state, live."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from console.inventory import Inventory
+from console.transport.base import HostState, HostStatus
+from console.ui.widgets.host_table import HostTable
+
+AGE_REFRESH_S = 1.0
+
+
+def insecure_warning(inventory: Inventory) -> str | None:
+    names = [h.name for h in inventory.hosts if h.insecure_host_keys]
+    if not names:
+        return None
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return (
+        f"⚠ Host keys are NOT verified for {shown} (insecure_host_keys: true in "
+        f"{inventory.path}): anyone on the network path could pose as these hosts."
+    )
+
+
+class HostsScreen(Screen[None]):
+    """Rows change in place as batches of :class:`HostStatus` arrive via ``apply_statuses``."""
+
+    def __init__(self, inventory: Inventory, *, clock: Callable[[], float]) -> None:
+        super().__init__(name="hosts")
+        self.inventory = inventory
+        self._clock = clock
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        warning = insecure_warning(self.inventory)
+        if warning:
+            yield Static(warning, id="insecure-banner")
+        yield Static(self._summary(), id="hosts-summary")
+        yield HostTable(self.inventory.hosts, clock=self._clock, id="hosts-table")
+        yield Static("", id="host-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(AGE_REFRESH_S, self.table.refresh_ages)
+
+    @property
+    def table(self) -> HostTable:
+        return self.query_one("#hosts-table", HostTable)
+
+    def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
+        """A batch of host status changes: rows, the summary and the detail line follow."""
+        self.table.apply(statuses)
+        self.query_one("#hosts-summary", Static).update(self._summary())
+        self._show_detail(self.table.selected_host)
+
+    def _summary(self) -> str:
+        total = len(self.inventory.hosts)
+        if not self.is_mounted:
+            counts: Counter[str] = Counter()
+        else:
+            counts = Counter(s.state.value for s in self.table.statuses.values())
+        waiting = total - sum(counts.values())
+        parts = [f"{total} hosts"]
+        for state in HostState:
+            n = counts.get(state.value, 0) + (waiting if state is HostState.CONNECTING else 0)
+            if n:
+                parts.append(f"{n} {state.value}")
+        return "  ·  ".join(parts)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.row_key.value)
+
+    def _show_detail(self, name: str | None) -> None:
+        detail = self.query_one("#host-detail", Static)
+        status = self.table.statuses.get(name) if name else None
+        if status is None:
+            detail.update(f"{name}: waiting for the first connection attempt" if name else "")
+            return
+        since = datetime.fromtimestamp(status.since).strftime("%H:%M:%S")
+        text = f"{status.name}: {status.state.value} since {since}"
+        if status.reason:
+            text += f" — {status.reason}"
+        detail.update(text)

@@ -1,0 +1,107 @@
+"""The hosts table: one row per inventory host, cells rewritten only when a host changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from rich.text import Text
+from textual.theme import Theme
+from textual.widgets import DataTable
+
+from console.inventory import Host
+from console.transport.base import HostState, HostStatus
+from console.ui import formatting
+from console.ui.theming import state_colour
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "Host"),
+    ("address", "Address"),
+    ("state", "State"),
+    ("reason", "Reason"),
+    ("latency", "Latency"),
+    ("last_seen", "Last seen"),
+    ("tags", "Tags"),
+)
+REASON_WIDTH = 48
+
+
+class HostTable(DataTable[str | Text]):
+    """Rows are keyed by host name; ``apply`` takes a batch of statuses at once."""
+
+    def __init__(
+        self,
+        hosts: Iterable[Host],
+        *,
+        clock: Callable[[], float],
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._hosts = {h.name: h for h in hosts}
+        self._clock = clock
+        self.statuses: dict[str, HostStatus] = {}
+
+    def on_mount(self) -> None:
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+        for host in self._hosts.values():
+            self.add_row(
+                host.name,
+                formatting.address(host),
+                self._state_text(HostState.CONNECTING),
+                "",
+                "-",
+                "never",
+                ", ".join(host.tags),
+                key=host.name,
+            )
+        self.app.theme_changed_signal.subscribe(self, self._recolour_states)
+
+    def _state_text(self, state: HostState) -> Text:
+        colour = state_colour(self.app.current_theme, state.value)
+        return Text(state.value, style=f"bold {colour}")
+
+    def apply(self, statuses: Iterable[HostStatus]) -> None:
+        """Take a batch of status changes (latest per host wins) and rewrite those rows."""
+        now = self._clock()
+        for status in statuses:
+            if status.name not in self._hosts:
+                continue
+            self.statuses[status.name] = status
+            self._write_row(status, now)
+
+    def _write_row(self, status: HostStatus, now: float) -> None:
+        row = status.name
+        self.update_cell(row, "state", self._state_text(status.state), update_width=True)
+        self.update_cell(
+            row, "reason", formatting.clip(status.reason, REASON_WIDTH), update_width=True
+        )
+        self.update_cell(row, "latency", formatting.latency(status.latency_ms), update_width=True)
+        self.update_cell(row, "last_seen", self._last_seen(status, now), update_width=True)
+
+    def _last_seen(self, status: HostStatus, now: float) -> str:
+        # An up host is being seen right now; the stored time is only when it last answered.
+        if status.state is HostState.UP:
+            return "now"
+        return formatting.ago(status.last_seen, now)
+
+    def refresh_ages(self) -> None:
+        """Re-render the relative "last seen" times (called by a timer)."""
+        now = self._clock()
+        for status in self.statuses.values():
+            self.update_cell(status.name, "last_seen", self._last_seen(status, now))
+
+    def _recolour_states(self, _theme: Theme) -> None:
+        for status in self.statuses.values():
+            self.update_cell(status.name, "state", self._state_text(status.state))
+
+    def state_of(self, name: str) -> str:
+        """The state shown in the row of ``name`` (what the user reads)."""
+        cell = self.get_cell(name, "state")
+        return cell.plain if isinstance(cell, Text) else str(cell)
+
+    @property
+    def selected_host(self) -> str | None:
+        if not self.row_count:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        return row_key.value
