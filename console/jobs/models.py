@@ -69,6 +69,15 @@ class RankLaunch:
 
 
 @dataclass(frozen=True, slots=True)
+class Upload:
+    """A bundled file the runner copies to a host before starting the job."""
+
+    host: str
+    path: str  # destination on the host (may start with "~/")
+    resource: str  # file name inside the ``console.examples`` package
+
+
+@dataclass(frozen=True, slots=True)
 class JobPlan:
     job_id: str
     name: str
@@ -83,3 +92,5 @@ class JobPlan:
     steps_dropped: int | None = None  # total_steps - steps_per_rank * world_size
     hosts_involved: tuple[str, ...] = ()  # every host a rank runs on (mpi: not only the launcher's)
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    uploads: tuple[Upload, ...] = ()  # example programs to copy before launching
+    fail_fast: bool = True  # one non-zero exit fails the job and stops the rest

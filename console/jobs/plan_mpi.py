@@ -1,0 +1,223 @@
+"""MPI and Horovod: ONE launcher (``mpirun`` or ``horovodrun``) on the first host.
+
+The launcher runs on a cluster host, not on the console's machine, because horovodrun's
+Gloo rendezvous publishes the launcher's own address to every rank. The launcher's
+environment is the job environment; ``mpirun -x NAME`` forwards each variable to every
+rank (horovodrun forwards its whole environment itself).
+
+Per-rank output (checked against Open MPI 4.1 and horovod 0.28.1's gloo_run):
+``mpirun --output-filename D`` writes ``D/1/rank.<r>/stdout|stderr`` with ``r``
+zero-padded to the digits of ``np``; horovodrun --gloo writes ``D/rank.<r>/...`` padded
+to the digits of ``np - 1`` (and cannot do so for np=1).
+"""
+
+from __future__ import annotations
+
+from console.errors import PlanError
+from console.jobs import paths
+from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
+from console.jobs.placement import (
+    PlacedHost,
+    Placement,
+    distconsole_env,
+    example_uploads,
+    job_env,
+    program_argv,
+    step_split,
+    substitute,
+)
+
+ROLE = "launcher"
+THREAD_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+ALWAYS_FORWARDED = ("PATH", "LD_LIBRARY_PATH")
+DEFAULT_SSH_PORT = 22
+
+
+def host_list(p: Placement) -> str:
+    return ",".join(f"{h.address}:{h.slots}" for h in p.hosts)
+
+
+def interfaces(p: Placement) -> list[str]:
+    found: list[str] = []
+    for h in p.hosts:
+        if h.interface and h.interface not in found:
+            found.append(h.interface)
+    return found
+
+
+def ssh_options(p: Placement) -> tuple[int | None, str | None, list[str]]:
+    """``(port, identity file, warnings)`` the launcher's ssh needs to reach the others.
+
+    Only hosts other than the launcher matter. When they disagree, nothing is passed and
+    the launcher host's own ~/.ssh/config has to know them (a warning says so).
+    """
+    others = [h.host for h in p.hosts[1:]]
+    warnings: list[str] = []
+    ports = {h.port or DEFAULT_SSH_PORT for h in others}
+    keys = {h.identity_file for h in others}
+    port: int | None = None
+    key: str | None = None
+    if len(ports) == 1:
+        only = ports.pop()
+        port = only if only != DEFAULT_SSH_PORT else None
+    elif len(ports) > 1:
+        warnings.append(
+            "hosts use different ssh ports; the launcher host's ~/.ssh/config must map them"
+        )
+    if len(keys) == 1:
+        key = keys.pop()
+    elif len(keys) > 1:
+        warnings.append(
+            "hosts use different identity files; the launcher host's ~/.ssh/config must name them"
+        )
+    return port, key, warnings
+
+
+def pad(rank: int, width: int) -> str:
+    return str(rank).zfill(width)
+
+
+def rank_logs(
+    p: Placement, directory: str, width: int, *, openmpi_layout: bool
+) -> tuple[LogFile, ...]:
+    """One stdout and one stderr file per rank, in the launcher's job directory."""
+    logs: list[LogFile] = []
+    rank = 0
+    for h in p.hosts:
+        for local in range(h.slots):
+            base = f"{directory}/1" if openmpi_layout else directory
+            rank_dir = f"{base}/rank.{pad(rank, width)}"
+            logs.append(LogFile(f"{rank_dir}/stdout", "stdout", "rank", rank, local))
+            logs.append(LogFile(f"{rank_dir}/stderr", "stderr", "rank", rank, local))
+            rank += 1
+    return tuple(logs)
+
+
+def _env(p: Placement, launcher: PlacedHost, world_size: int, spr: int | None) -> dict[str, str]:
+    spec = p.spec
+    defaults = dict.fromkeys(THREAD_CAPS, "1")
+    found = interfaces(p)
+    if found:
+        defaults["NCCL_SOCKET_IFNAME"] = ",".join(found)
+    fixed = distconsole_env(p.job_id, launcher.job_dir, world_size, spec.total_steps, spr)
+    return job_env(launcher, spec, defaults=defaults, fixed=fixed)
+
+
+def mpirun_argv(p: Placement, env: dict[str, str], program: tuple[str, ...]) -> tuple[str, ...]:
+    launcher = p.first
+    argv: list[str] = [
+        "mpirun",
+        "-np",
+        str(p.total_slots),
+        "-H",
+        host_list(p),
+        "--bind-to",
+        "none",
+        "--tag-output",
+        "--output-filename",
+        paths.ranks_dir(launcher.job_dir),
+    ]
+    found = interfaces(p)
+    if found:
+        joined = ",".join(found)
+        argv += ["--mca", "btl_tcp_if_include", joined, "--mca", "oob_tcp_if_include", joined]
+    port, key, _ = ssh_options(p)
+    rsh: list[str] = []
+    if port is not None:
+        rsh += ["-p", str(port)]
+    if key is not None:
+        rsh += ["-i", key]
+    if rsh:
+        # One argv item; mpirun splits it on spaces, so a key path with a space cannot work.
+        if key is not None and " " in key:
+            raise PlanError(f"mpirun cannot pass an identity file with a space in it: {key!r}")
+        argv += ["--mca", "plm_rsh_args", " ".join(rsh)]
+    forwarded: list[str] = []
+    for name in (*ALWAYS_FORWARDED, *env):
+        if name not in forwarded:
+            forwarded.append(name)
+            argv += ["-x", name]
+    return (*argv, *program)
+
+
+def horovodrun_argv(p: Placement, program: tuple[str, ...]) -> tuple[str, ...]:
+    spec = p.spec
+    launcher = p.first
+    argv: list[str] = ["horovodrun", "-np", str(p.total_slots), "-H", host_list(p)]
+    port, key, _ = ssh_options(p)
+    if port is not None:
+        argv += ["-p", str(port)]
+    if key is not None:
+        argv += ["--ssh-identity-file", key]
+    for nic in interfaces(p):
+        argv += ["--network-interface", nic]
+    argv.append("--gloo" if spec.horovod_launcher == "gloo" else "--mpi")
+    if spec.horovod_launcher == "mpi" or p.total_slots > 1:
+        argv += ["--output-filename", paths.ranks_dir(launcher.job_dir)]
+    return (*argv, *program)
+
+
+def plan_mpi(p: Placement) -> JobPlan:
+    spec = p.spec
+    launcher = p.first
+    world_size = p.total_slots
+    spr, dropped = step_split(spec.total_steps, world_size)
+    args = substitute(
+        spec.args,
+        {"steps_per_rank": spr, "total_steps": spec.total_steps, "world_size": world_size},
+    )
+    program = program_argv(spec, launcher.host.python, launcher.job_dir, args)
+    env = _env(p, launcher, world_size, spr)
+    horovod = spec.kind is JobKind.HOROVOD
+    directory = paths.ranks_dir(launcher.job_dir)
+    if horovod and spec.horovod_launcher == "gloo":
+        argv = horovodrun_argv(p, program)
+        rank_files = (
+            rank_logs(p, directory, len(str(world_size - 1)), openmpi_layout=False)
+            if world_size > 1
+            else ()
+        )
+    else:
+        argv = horovodrun_argv(p, program) if horovod else mpirun_argv(p, env, program)
+        rank_files = rank_logs(p, directory, len(str(world_size)), openmpi_layout=True)
+    logs = (
+        LogFile(paths.process_stdout(launcher.job_dir, ROLE, 0), "stdout", "launcher"),
+        LogFile(paths.process_stderr(launcher.job_dir, ROLE, 0), "stderr", "launcher"),
+        *rank_files,
+    )
+    warnings = list(p.warnings) + ssh_options(p)[2]
+    differing = [h.name for h in p.hosts[1:] if h.host.env != launcher.host.env]
+    if differing:
+        warnings.append(
+            f"inventory env of {', '.join(differing)} differs from the launcher host "
+            f"{launcher.name}'s; every rank gets the launcher's"
+        )
+    # Ranks on other hosts run the launcher's paths, so the example goes there too.
+    uploads = example_uploads(spec, ((h.name, launcher.job_dir) for h in p.hosts))
+    launch = RankLaunch(
+        host=launcher.name,
+        role=ROLE,
+        index=0,
+        argv=argv,
+        env=env,
+        cwd=launcher.cwd,
+        log_paths=logs,
+        ranks=tuple(range(world_size)),
+    )
+    return JobPlan(
+        job_id=p.job_id,
+        name=spec.display_name,
+        kind=spec.kind,
+        world_size=world_size,
+        launches=(launch,),
+        job_dirs=p.job_dirs,
+        master_addr=launcher.address,
+        master_port=None,
+        total_steps=spec.total_steps,
+        steps_per_rank=spr,
+        steps_dropped=dropped,
+        hosts_involved=tuple(h.name for h in p.hosts),
+        warnings=tuple(warnings),
+        uploads=uploads,
+        fail_fast=spec.fail_fast,
+    )

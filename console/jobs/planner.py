@@ -1,0 +1,40 @@
+"""``plan(spec, inventory)`` -> :class:`JobPlan`: pure, no network.
+
+The master port is the spec's, else a default derived from the job id; the runner
+checks it is free at launch and may call :func:`plan` again with another
+(``spec_with(spec, master_port=...)`` and the same ``job_id``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from console.errors import JobSpecError
+from console.inventory import Inventory
+from console.jobs import paths
+from console.jobs.models import JobKind, JobPlan
+from console.jobs.placement import Placement, place
+from console.jobs.plan_ddp import plan_ddp
+from console.jobs.plan_mpi import plan_mpi
+from console.jobs.plan_ps import plan_ps
+from console.jobs.spec import JobSpec
+
+PLANNERS: dict[JobKind, Callable[[Placement], JobPlan]] = {
+    JobKind.DDP: plan_ddp,
+    JobKind.MPI: plan_mpi,
+    JobKind.HOROVOD: plan_mpi,
+    JobKind.PS: plan_ps,
+}
+
+
+def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> JobPlan:
+    """Every process of the job: host, role, argv, env, cwd and log files.
+
+    Raises JobSpecError (naming the field) for selections or step budgets that do not
+    fit this inventory, PlanError for combinations the launchers cannot express.
+    """
+    if job_id is None:
+        job_id = paths.new_job_id(spec.display_name)
+    elif not paths.valid_job_id(job_id):
+        raise JobSpecError("job_id", f"{job_id!r} is not a valid job id")
+    return PLANNERS[spec.kind](place(spec, inventory, job_id))

@@ -1,0 +1,311 @@
+"""What the user asked for: a validated, immutable :class:`JobSpec`.
+
+The launch form and the CLI both build a spec with :func:`make_spec`; every problem is
+a :class:`JobSpecError` whose ``field`` is the spec field name (the form field). The CLI
+turns that name into its option (``gpus_per_host`` -> ``--gpus-per-host``) with
+:data:`CLI_OPTION`. Checks that need the inventory (host names, tags, slot counts) are
+the planner's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from console.errors import JobSpecError
+from console.jobs.models import JobKind
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+# Linux interface names: at most 15 bytes, no '/', no whitespace.
+INTERFACE_NAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}\Z")
+EXAMPLE_PREFIX = "example:"
+EXAMPLES = ("ddp", "horovod", "ps")
+PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
+MAX_SLOTS = 1024
+MAX_TASKS = 4096
+
+# spec field -> CLI option that sets it (for messages on the command line)
+CLI_OPTION: dict[str, str] = {
+    "kind": "--kind",
+    "hosts": "--hosts",
+    "tags": "--tag",
+    "gpus_per_host": "--gpus-per-host",
+    "program": "PROGRAM",
+    "args": "ARGS",
+    "workdir": "--workdir",
+    "env": "--env",
+    "interface": "--interface",
+    "master_port": "--master-port",
+    "total_steps": "--total-steps",
+    "ps": "--ps",
+    "workers": "--workers",
+    "chief": "--chief",
+    "name": "--name",
+    "fail_fast": "--no-fail-fast",
+    "horovod_launcher": "--horovod-launcher",
+}
+
+
+def _no_control_chars(value: str, what: str) -> str:
+    if "\x00" in value or "\n" in value or "\r" in value:
+        raise ValueError(f"{what} must not contain NUL or line breaks")
+    return value
+
+
+class JobSpec(BaseModel):
+    """One job as the user described it (before it is placed on hosts)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: JobKind
+    program: str
+    args: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()  # host names, in rank order; empty: all (after tags)
+    tags: tuple[str, ...] = ()  # keep hosts having any of these tags
+    gpus_per_host: int | None = None  # None: host.gpus when a number, else 1
+    workdir: str | None = None  # None: each host's work_dir
+    env: dict[str, str] = Field(default_factory=dict)
+    interface: str | None = None  # None: each host's interface
+    master_port: int | None = None  # None: the runner picks a free one
+    total_steps: int | None = None
+    ps: int | None = None  # ps kind: number of ps tasks (default 1)
+    workers: int | None = None  # ps kind: number of workers (default: one per host)
+    chief: bool = False
+    name: str | None = None  # None: derived from kind and program
+    fail_fast: bool = True
+    horovod_launcher: Literal["gloo", "mpi"] = "gloo"
+
+    @field_validator("program")
+    @classmethod
+    def _program(cls, value: str) -> str:
+        value = _no_control_chars(value.strip(), "the program")
+        if not value:
+            raise ValueError("a program is required (a script, an executable or example:NAME)")
+        if value.startswith(EXAMPLE_PREFIX):
+            which = value[len(EXAMPLE_PREFIX) :]
+            if which not in EXAMPLES:
+                raise ValueError(
+                    f"unknown example {which!r}; choose one of "
+                    + ", ".join(EXAMPLE_PREFIX + e for e in EXAMPLES)
+                )
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arg in value:
+            if "\x00" in arg:
+                raise ValueError("arguments must not contain NUL characters")
+        return value
+
+    @field_validator("hosts", "tags")
+    @classmethod
+    def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        cleaned = tuple(v.strip() for v in value)
+        for v in cleaned:
+            if not v:
+                raise ValueError("empty name in the list")
+            _no_control_chars(v, "a name")
+        if len(set(cleaned)) != len(cleaned):
+            raise ValueError("a name is listed twice")
+        return cleaned
+
+    @field_validator("gpus_per_host")
+    @classmethod
+    def _gpus(cls, value: int | None) -> int | None:
+        if value is not None and not 1 <= value <= MAX_SLOTS:
+            raise ValueError(f"must be between 1 and {MAX_SLOTS}, got {value}")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = _no_control_chars(value.strip(), "the working directory")
+        if not value:
+            return None
+        if not (value.startswith("/") or value == "~" or value.startswith("~/")):
+            raise ValueError(f"must be an absolute path or start with ~/, got {value!r}")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, val in value.items():
+            if not ENV_NAME.match(key):
+                raise ValueError(
+                    f"{key!r} is not a valid variable name (letters, digits, _; not first a digit)"
+                )
+            if "\x00" in val:
+                raise ValueError(f"the value of {key} must not contain NUL characters")
+        return value
+
+    @field_validator("interface")
+    @classmethod
+    def _interface(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not INTERFACE_NAME.match(value):
+            raise ValueError(f"{value!r} is not a network interface name (e.g. eth0, ib0)")
+        return value
+
+    @field_validator("master_port")
+    @classmethod
+    def _port(cls, value: int | None) -> int | None:
+        if value is not None and not 1024 <= value <= 65535:
+            raise ValueError(f"must be between 1024 and 65535, got {value}")
+        return value
+
+    @field_validator("total_steps")
+    @classmethod
+    def _steps(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError(f"must be a positive number of steps, got {value}")
+        return value
+
+    @field_validator("ps", "workers")
+    @classmethod
+    def _tasks(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_TASKS:
+            raise ValueError(f"must be between 0 and {MAX_TASKS}, got {value}")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not JOB_NAME.match(value):
+            raise ValueError(
+                f"{value!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a "
+                "letter or digit"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _per_kind(self) -> JobSpec:
+        if self.kind is not JobKind.PS:
+            for field in ("ps", "workers"):
+                if getattr(self, field) is not None:
+                    raise _FieldProblem(field, "only applies to --kind ps")
+            if self.chief:
+                raise _FieldProblem("chief", "only applies to --kind ps")
+        else:
+            if self.ps is not None and self.ps < 1:
+                raise _FieldProblem("ps", "a ps job needs at least one ps task")
+            if self.workers is not None and self.workers < 1:
+                raise _FieldProblem("workers", "a ps job needs at least one worker")
+        if self.horovod_launcher != "gloo" and self.kind is not JobKind.HOROVOD:
+            raise _FieldProblem("horovod_launcher", "only applies to --kind horovod")
+        if self.total_steps is None:
+            for arg in self.args:
+                for token in ("{steps_per_rank}", "{total_steps}"):
+                    if token in arg:
+                        raise _FieldProblem(
+                            "total_steps", f"the arguments use {token}; set the total steps"
+                        )
+        return self
+
+    @property
+    def display_name(self) -> str:
+        """The name, or one derived from kind and program (``ddp-train``)."""
+        if self.name:
+            return self.name
+        if self.program.startswith(EXAMPLE_PREFIX):
+            stem = "example-" + self.program[len(EXAMPLE_PREFIX) :]
+        else:
+            base = self.program.rstrip("/").rsplit("/", 1)[-1]
+            stem = base.removesuffix(".py") or "job"
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "job"
+        return f"{self.kind.value}-{stem}"[:64]
+
+    @property
+    def example(self) -> str | None:
+        """``ddp`` for ``example:ddp``; None for a user program."""
+        if self.program.startswith(EXAMPLE_PREFIX):
+            return self.program[len(EXAMPLE_PREFIX) :]
+        return None
+
+
+class _FieldProblem(ValueError):
+    """Raised inside a model validator to say which field a cross-field problem is about."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(message)
+
+
+_TYPE_MESSAGES = {
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "enum": "must be one of: " + ", ".join(k.value for k in JobKind),
+    "literal_error": "must be one of: gloo, mpi",
+    "missing": "is required",
+    "extra_forbidden": "is not a job spec field",
+    "string_type": "must be text",
+}
+
+
+def _spec_error(exc: ValidationError) -> JobSpecError:
+    err = exc.errors()[0]
+    loc = err.get("loc", ())
+    ctx = err.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, _FieldProblem):
+        return JobSpecError(inner.field, inner.message)
+    field = str(loc[0]) if loc else "spec"
+    if inner is not None:
+        return JobSpecError(field, str(inner))
+    etype = err.get("type", "")
+    message = _TYPE_MESSAGES.get(etype, err.get("msg", "invalid value"))
+    if etype == "literal_error" and field == "horovod_launcher":
+        message = "must be gloo or mpi"
+    given = err.get("input")
+    if etype not in ("missing",) and isinstance(given, str | int | float):
+        message = f"{message} (got {given!r})"
+    return JobSpecError(field, message)
+
+
+def make_spec(**fields: Any) -> JobSpec:
+    """Build a spec from form/CLI values (strings are converted); raises JobSpecError."""
+    try:
+        return JobSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise _spec_error(exc) from None
+
+
+def parse_env(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``["K=V", ...]`` -> dict; a malformed item is a JobSpecError on ``env``."""
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise JobSpecError("env", f"{item!r} is not NAME=VALUE")
+        if not ENV_NAME.match(key):
+            raise JobSpecError("env", f"{key!r} is not a valid variable name")
+        env[key] = value
+    return env
+
+
+def spec_with(spec: JobSpec, **changes: Any) -> JobSpec:
+    """A copy with some fields changed, validated again (the runner sets master_port)."""
+    data: Mapping[str, Any] = spec.model_dump()
+    return make_spec(**{**data, **changes})
