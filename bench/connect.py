@@ -1,0 +1,162 @@
+"""How long until N hosts are connected: the pool's bounded fan-out vs one after another.
+
+The hosts are an embedded demo cluster served by a separate process
+(`distconsole demo --serve`), so the servers' CPU is not charged to the client figures
+(on a small machine they still share cores). For each N it prints the median of
+``--repeat`` runs of:
+
+- pool: ``ClusterConnections(hosts, max_parallel=M)``, ``start()`` + ``wait_settled()``;
+- sequential: a loop of ``asyncssh.connect`` one host at a time, with the options the
+  pool uses (port, user, client key, known_hosts: verification on);
+
+and the ratio sequential / pool (how many times faster the pool is).
+
+    python bench/connect.py [--hosts 8,32,64] [--repeat 3] [--max-parallel 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import asyncssh
+
+from console.inventory import Host, load
+from console.transport.base import HostState
+from console.transport.demo import MAX_DEMO_HOSTS
+from console.transport.pool import ClusterConnections
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _host_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list like 8,32,64: {text!r}") from None
+    if not counts or any(not 1 <= n <= MAX_DEMO_HOSTS for n in counts):
+        raise argparse.ArgumentTypeError(f"each count must be between 1 and {MAX_DEMO_HOSTS}")
+    return counts
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _connect_options(host: Host) -> dict[str, object]:
+    # The options SshConnection passes for an inventory host (see transport/ssh.py).
+    return {
+        "port": host.port,
+        "username": host.user,
+        "client_keys": [host.identity_file],
+        "known_hosts": host.known_hosts,
+        "connect_timeout": host.connect_timeout,
+        "keepalive_interval": host.keepalive_interval,
+    }
+
+
+async def time_pool(hosts: Sequence[Host], max_parallel: int) -> tuple[float, int]:
+    started = time.perf_counter()
+    pool = ClusterConnections(hosts, max_parallel=max_parallel, reconnect=False)
+    await pool.start()
+    statuses = await pool.wait_settled()
+    elapsed = time.perf_counter() - started
+    await pool.close()
+    return elapsed, sum(s.state is HostState.UP for s in statuses.values())
+
+
+async def time_sequential(hosts: Sequence[Host]) -> tuple[float, int]:
+    connections: list[asyncssh.SSHClientConnection] = []
+    started = time.perf_counter()
+    for host in hosts:
+        connections.append(await asyncssh.connect(host.address, **_connect_options(host)))
+    elapsed = time.perf_counter() - started
+    for conn in connections:
+        conn.close()
+    await asyncio.gather(*(c.wait_closed() for c in connections))
+    return elapsed, len(connections)
+
+
+async def measure(
+    hosts: Sequence[Host], counts: Sequence[int], repeat: int, max_parallel: int
+) -> None:
+    await time_sequential(hosts[:1])  # warm-up: imports, key loading, first handshake
+    print(f"{'hosts':>5}  {'pool s':>8}  {'sequential s':>12}  {'ratio':>6}  up (pool/seq)")
+    for count in counts:
+        chosen = hosts[:count]
+        pool_runs: list[float] = []
+        seq_runs: list[float] = []
+        pool_up = seq_up = 0
+        for _ in range(repeat):
+            elapsed, pool_up = await time_pool(chosen, max_parallel)
+            pool_runs.append(elapsed)
+            elapsed, seq_up = await time_sequential(chosen)
+            seq_runs.append(elapsed)
+        pool_s = statistics.median(pool_runs)
+        seq_s = statistics.median(seq_runs)
+        print(
+            f"{count:>5}  {pool_s:>8.3f}  {seq_s:>12.3f}  {seq_s / pool_s:>5.1f}x  "
+            f"{pool_up}/{count} {seq_up}/{count}",
+            flush=True,
+        )
+    print(
+        "(loopback has no round trip: each handshake here is CPU work on a shared machine; "
+        "over a network the sequential time also pays one connect latency per host)"
+    )
+
+
+def serve(count: int) -> tuple[subprocess.Popen[str], Path]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(count)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 120)
+    line = proc.stdout.readline().strip() if ready else ""
+    if not line:
+        proc.kill()
+        proc.wait()
+        raise SystemExit("bench/connect.py: the demo cluster did not start")
+    return proc, Path(line)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--hosts", type=_host_counts, default=[8, 32, 64], metavar="N,N,..")
+    parser.add_argument("--repeat", type=_positive, default=3, metavar="R")
+    parser.add_argument("--max-parallel", type=_positive, default=32, metavar="M")
+    args = parser.parse_args(argv)
+    proc, inventory_path = serve(max(args.hosts))
+    try:
+        hosts = load(inventory_path).hosts
+        print(
+            f"connect bench: demo hosts served by pid {proc.pid} on 127.0.0.1; "
+            f"pool max_parallel={args.max_parallel}; median of {args.repeat}; "
+            f"{os.cpu_count()} CPUs"
+        )
+        asyncio.run(measure(hosts, args.hosts, args.repeat, args.max_parallel))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
