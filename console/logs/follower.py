@@ -1,0 +1,246 @@
+"""Client side of the log follower: start it on a host, turn its records into batches,
+and resume after a disconnect from the last offset delivered.
+
+"Delivered" means handed to the consumer: a batch's file offsets become the resume
+point the moment it is yielded, so a restart neither repeats nor skips a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from console.errors import HostUnavailable, JobError, TransportError
+from console.logs import follow_program
+from console.logs.models import FileCursor, FollowNote, LogBatch, LogLine
+from console.logs.prefixes import FileContext, attribute, guess_context, split_long
+from console.transport.base import HostConnection, RemoteProcess
+
+MAX_LINE = 65536  # characters; longer lines are split (the follower splits bytes likewise)
+HEARTBEAT_S = 2.0
+SILENCE_LIMIT_S = 10.0  # no record (not even a heartbeat) for this long: the link is dead
+
+
+def program_source() -> str:
+    return Path(follow_program.__file__).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class FollowTarget:
+    """What to follow on one host: planned files, directories to list, done markers."""
+
+    job_id: str
+    host: str
+    files: tuple[FileContext, ...] = ()
+    dirs: tuple[str, ...] = ()  # listed for files that appear later (job directory)
+    done_markers: tuple[str, ...] = ()  # all present: the writers finished (``.exit`` files)
+    node_ranks: tuple[int, ...] = ()  # global ranks of this host's local ranks, for guessing
+    patterns: tuple[str, ...] = ()  # file name globs for dirs; () = the follower's defaults
+
+
+class HostLogFollower:
+    """Follows one host's log files of a job; ``batches()`` yields :class:`LogBatch`."""
+
+    def __init__(
+        self,
+        conn: HostConnection,
+        target: FollowTarget,
+        *,
+        follow: bool = True,
+        since_start: bool = True,
+        cursors: Mapping[str, FileCursor] | None = None,
+        poll_s: float = 0.05,
+        max_line: int = MAX_LINE,
+        retry_first_s: float = 0.5,
+        retry_max_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.conn = conn
+        self.target = target
+        self.follow = follow
+        self.since_start = since_start
+        self.cursors: dict[str, FileCursor] = dict(cursors or {})
+        self.poll_s = poll_s
+        self.max_line = max_line
+        self.retry_first_s = retry_first_s
+        self.retry_max_s = retry_max_s
+        self.clock = clock
+        self.contexts: dict[str, FileContext] = {c.path: c for c in target.files}
+        self.restarts = 0
+        self.finished = False
+        self._started_once = False
+
+    # -- remote side -------------------------------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        paths = list(self.contexts)
+        paths += [p for p in self.cursors if p not in self.contexts]
+        files = []
+        for path in paths:
+            cursor = self.cursors.get(path)
+            if cursor is None:
+                files.append({"p": path, "o": None, "i": None})
+            else:
+                files.append({"p": path, "o": cursor.offset, "i": cursor.inode})
+        dirs = [{"p": d, "g": list(self.target.patterns), "depth": 6} for d in self.target.dirs]
+        return {
+            "files": files,
+            "dirs": dirs,
+            "poll": self.poll_s,
+            "max_line": self.max_line,
+            "final": not self.follow,
+            # Only the very first start may skip old output; after a restart every file
+            # either has a cursor or appeared while we were away (read from 0).
+            "from_end": not self.since_start and not self._started_once,
+            "done": list(self.target.done_markers) if self.follow else [],
+            "heartbeat": HEARTBEAT_S,
+        }
+
+    async def _start(self) -> RemoteProcess:
+        argv = [self.conn.host.python or "python3", "-u", "-", json.dumps(self.config())]
+        process = await self.conn.start(argv)
+        try:
+            await process.write(program_source())
+            process.write_eof()
+        except TransportError:
+            process.close()
+            raise
+        self._started_once = True
+        return process
+
+    # -- records -> batches ------------------------------------------------------------
+
+    def context(self, path: str) -> FileContext:
+        ctx = self.contexts.get(path)
+        if ctx is None:
+            ctx = guess_context(self.target.job_id, self.target.host, path, self.target.node_ranks)
+            self.contexts[path] = ctx
+        return ctx
+
+    def decode(self, record: dict[str, Any]) -> tuple[list[LogLine], dict[str, FileCursor]]:
+        """Lines and the cursors they advance to, from one data record."""
+        now = self.clock()
+        lines: list[LogLine] = []
+        advanced: dict[str, FileCursor] = {}
+        for path, _start, end, inode, text in record["c"]:
+            texts = text.split("\n")
+            texts.pop()  # every chunk ends with a newline
+            texts = split_long(texts, self.max_line)
+            lines.extend(attribute(self.context(path), texts, now))
+            advanced[path] = FileCursor(end, inode)
+        return lines, advanced
+
+    def _note(self, record: dict[str, Any]) -> FollowNote:
+        path, kind = record["p"], record["k"]
+        if kind in ("truncated", "rotated"):
+            self.cursors[path] = FileCursor(0, record.get("i"))
+        return FollowNote(self.target.host, path, kind, record.get("m", ""))
+
+    async def _records(self, process: RemoteProcess) -> AsyncIterator[dict[str, Any]]:
+        """Parsed records; ends when the process or the link ends or goes silent."""
+        iterator = process.lines().__aiter__()
+        while True:
+            try:
+                line = await asyncio.wait_for(iterator.__anext__(), SILENCE_LIMIT_S)
+            except (StopAsyncIteration, TimeoutError):
+                return
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError as exc:
+                raise JobError(
+                    f"{self.target.host}: log follower wrote an unreadable record: {line[:200]!r}"
+                ) from exc
+
+    async def batches(self) -> AsyncIterator[LogBatch]:
+        host = self.target.host
+        attempt = 0
+        while True:
+            try:
+                process = await self._start()
+            except HostUnavailable as exc:
+                if not self.follow and not self._started_once:
+                    raise
+                delay = min(self.retry_max_s, self.retry_first_s * 2**attempt)
+                attempt += 1
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                continue
+            if attempt or self.restarts:
+                yield LogBatch(host, (), (FollowNote(host, "", "resumed", ""),), self.clock())
+            attempt = 0
+            ended = False
+            try:
+                async for record in self._records(process):
+                    kind = record.get("t")
+                    if kind == "d":
+                        lines, advanced = self.decode(record)
+                        self.cursors.update(advanced)
+                        yield LogBatch(host, tuple(lines), (), self.clock())
+                    elif kind == "n":
+                        note = self._note(record)
+                        yield LogBatch(host, (), (note,), self.clock())
+                    elif kind == "o":
+                        self.cursors[record["p"]] = FileCursor(record["o"], record.get("i"))
+                    elif kind == "end":
+                        ended = True
+                        break
+            finally:
+                process.close()
+            if ended:
+                self.finished = True
+                yield LogBatch(host, (), (), self.clock(), finished=True)
+                return
+            status = await _exit_status(process)
+            if status not in (None, 0):
+                stderr = getattr(process, "stderr", None)
+                detail = str(stderr) if stderr is not None else ""
+                raise JobError(f"{host}: log follower exited with status {status}: {detail}")
+            self.restarts += 1
+            yield LogBatch(host, (), (FollowNote(host, "", "disconnected", ""),), self.clock())
+            await asyncio.sleep(self.retry_first_s)
+
+
+async def _exit_status(process: RemoteProcess) -> int | None:
+    with contextlib.suppress(TimeoutError):
+        return await asyncio.wait_for(process.wait(), 2.0)
+    return None
+
+
+async def follow_hosts(
+    followers: Sequence[HostLogFollower], *, queue_batches: int = 256
+) -> AsyncIterator[LogBatch]:
+    """Batches of several hosts' followers as they come. A host whose follower fails is
+    reported as an ``error`` note and left out; the others carry on."""
+    queue: asyncio.Queue[LogBatch | None] = asyncio.Queue(queue_batches)
+
+    async def pump(follower: HostLogFollower) -> None:
+        try:
+            async for batch in follower.batches():
+                await queue.put(batch)
+        except (JobError, TransportError) as exc:
+            note = FollowNote(follower.target.host, "", "error", str(exc))
+            await queue.put(LogBatch(follower.target.host, (), (note,), time.time(), True))
+        finally:
+            await queue.put(None)
+
+    tasks = [asyncio.create_task(pump(f), name=f"logs:{f.target.host}") for f in followers]
+    running = len(tasks)
+    try:
+        while running:
+            batch = await queue.get()
+            if batch is None:
+                running -= 1
+                continue
+            yield batch
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

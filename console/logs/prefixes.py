@@ -1,0 +1,181 @@
+"""Rank attribution: which job, host, rank and stream a line belongs to.
+
+Two sources, combined per file:
+- the file itself (``LogFile`` metadata from the plan, or, for files found by listing
+  the job directory, its place in the layout of ``console/jobs/paths.py``);
+- the prefix a launcher puts on a combined stream: Open MPI ``--tag-output``
+  (``[1,0]<stdout>:``), torchrun ``--tee`` (``[default0]:``, role + LOCAL rank) and
+  torch's error output (``[rank0]: ``, GLOBAL rank). The prefix is removed from the text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from console.jobs.models import LogFile, RankLaunch
+from console.logs.models import LogLine
+
+# One pass decides which launcher prefix (if any) a line carries.
+_PREFIX = re.compile(
+    r"\[(?:"
+    r"(?P<mjob>\d+),(?P<mrank>\d+)\]<(?P<mstream>stdout|stderr|stddiag)>:"  # mpirun
+    r"|rank(?P<grank>\d+)\]: ?"  # torch, global rank
+    r"|(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<lrank>\d+)\]:"  # torchrun --tee, role+local
+    r")"
+)
+
+_TORCHRUN_FILE = re.compile(r"/attempt_\d+/(?P<local>\d+)/(?P<stream>stdout|stderr)\.log$")
+_MPI_RANK_FILE = re.compile(r"/rank\.(?P<rank>\d+)/(?P<stream>stdout|stderr)$")
+_PROCESS_FILE = re.compile(r"/(?P<role>[A-Za-z_]+)-(?P<index>\d+)\.(?P<ext>out|err|log)$")
+_TASK_ROLES = ("ps", "worker", "chief", "evaluator")
+
+
+@dataclass(frozen=True, slots=True)
+class FileContext:
+    """Everything needed to attribute the lines of one file on one host."""
+
+    job_id: str
+    host: str
+    path: str
+    stream: str
+    role: str
+    rank: int | None = None
+    local_rank: int | None = None
+    task_index: int | None = None
+    node_ranks: tuple[int, ...] = ()  # global ranks of this node's local ranks 0, 1, ...
+    node_rank: int | None = None
+    nproc_per_node: int | None = None
+
+    def global_rank(self, local: int) -> int | None:
+        if local < len(self.node_ranks):
+            return self.node_ranks[local]
+        if self.node_rank is not None and self.nproc_per_node:
+            return self.node_rank * self.nproc_per_node + local
+        return None
+
+
+def _argv_int(argv: Sequence[str], *names: str) -> int | None:
+    for i, word in enumerate(argv):
+        for name in names:
+            value: str | None = None
+            if word == name and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif word.startswith(name + "="):
+                value = word[len(name) + 1 :]
+            if value is not None and value.isdigit():
+                return int(value)
+    return None
+
+
+def context_for(job_id: str, host: str, log: LogFile, launch: RankLaunch | None) -> FileContext:
+    """Attribution of a planned log file (``launch`` is the process that writes it)."""
+    node_rank = nproc = None
+    ranks: tuple[int, ...] = ()
+    if launch is not None:
+        ranks = launch.ranks
+        env_rank = launch.env.get("NODE_RANK", "")
+        node_rank = int(env_rank) if env_rank.isdigit() else _argv_int(
+            launch.argv, "--node-rank", "--node_rank"
+        )
+        nproc = _argv_int(launch.argv, "--nproc-per-node", "--nproc_per_node")
+    rank = log.rank
+    local = log.local_rank
+    if rank is None and local is not None and log.role == "rank":
+        rank = FileContext(job_id, host, "", "", "", node_ranks=ranks).global_rank(local)
+    return FileContext(
+        job_id=job_id,
+        host=host,
+        path=log.path,
+        stream=log.stream,
+        role=log.role,
+        rank=rank,
+        local_rank=local,
+        task_index=log.index,
+        node_ranks=ranks,
+        node_rank=node_rank,
+        nproc_per_node=nproc,
+    )
+
+
+def guess_context(job_id: str, host: str, path: str, node_ranks: Sequence[int] = ()) -> FileContext:
+    """Attribution of a file found by listing the job directory (no plan at hand)."""
+    m = _TORCHRUN_FILE.search(path)
+    if m:
+        local = int(m["local"])
+        ctx = FileContext(job_id, host, path, m["stream"], "rank", node_ranks=tuple(node_ranks))
+        return FileContext(
+            job_id, host, path, m["stream"], "rank", ctx.global_rank(local), local,
+            node_ranks=tuple(node_ranks),
+        )
+    m = _MPI_RANK_FILE.search(path)
+    if m:
+        return FileContext(job_id, host, path, m["stream"], "rank", rank=int(m["rank"]))
+    m = _PROCESS_FILE.search(path)
+    if m:
+        role, index = m["role"], int(m["index"])
+        stream = {"out": "stdout", "err": "stderr"}.get(m["ext"], "combined")
+        if role in _TASK_ROLES:
+            return FileContext(job_id, host, path, stream, role, task_index=index)
+        if role == "rank":
+            return FileContext(job_id, host, path, stream, "rank", rank=index)
+        # torchrun / launcher: a combined stream whose lines carry launcher prefixes
+        return FileContext(
+            job_id, host, path, stream, "launcher", node_ranks=tuple(node_ranks),
+            node_rank=index if role == "torchrun" and not node_ranks else None,
+        )
+    return FileContext(job_id, host, path, "combined", "launcher")
+
+
+def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[LogLine]:
+    """LogLines for the lines of one file, prefixes parsed where the file is combined."""
+    job, host, stream = ctx.job_id, ctx.host, ctx.stream
+    if ctx.rank is not None or ctx.task_index is not None:
+        rank, local, role, index = ctx.rank, ctx.local_rank, ctx.role, ctx.task_index
+        new = tuple.__new__
+        return [
+            new(LogLine, (job, host, rank, local, stream, t, received, role, index))
+            for t in texts
+        ]
+    out: list[LogLine] = []
+    append = out.append
+    match = _PREFIX.match
+    base_role = ctx.role
+    for text in texts:
+        m = match(text) if text.startswith("[") else None
+        if m is None:
+            append(LogLine(job, host, None, None, stream, text, received, base_role, None))
+            continue
+        rest = text[m.end() :]
+        if m["mrank"] is not None:
+            mstream = m["mstream"]
+            append(
+                LogLine(
+                    job, host, int(m["mrank"]), None,
+                    "stderr" if mstream == "stderr" else "stdout", rest, received, "rank",
+                )
+            )
+        elif m["grank"] is not None:
+            grank = int(m["grank"])
+            local = None
+            if grank in ctx.node_ranks:
+                local = ctx.node_ranks.index(grank)
+            append(LogLine(job, host, grank, local, stream, rest, received, "rank"))
+        else:
+            local = int(m["lrank"])
+            append(LogLine(job, host, ctx.global_rank(local), local, stream, rest, received, "rank"))
+    return out
+
+
+def split_long(texts: list[str], limit: int) -> list[str]:
+    """Lines longer than ``limit`` characters become several lines of at most ``limit``."""
+    if not texts or max(map(len, texts)) <= limit:
+        return texts
+    out: list[str] = []
+    for t in texts:
+        if len(t) <= limit:
+            out.append(t)
+        else:
+            out.extend(t[i : i + limit] for i in range(0, len(t), limit))
+    return out
