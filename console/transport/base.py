@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import abc
 import enum
+import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from console.errors import TransportError
 from console.inventory import Host
 
 
@@ -103,3 +105,26 @@ class HostConnection(abc.ABC):
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
         """Start a long-lived process. Raises HostUnavailable."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook, nothing to close by default
+        """Drop the connection and stop reconnecting."""
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def with_env(command: Command, env: Mapping[str, str] | None) -> str:
+    """``command`` as a shell line that first exports ``env`` (values quoted).
+
+    sshd's AcceptEnv refuses most variables, so the environment travels inside the
+    command line; ``export`` (not ``env K=V cmd``) so it reaches every part of a
+    compound line such as ``cd x && python3 y``.
+    """
+    line = to_shell(command)
+    if not env:
+        return line
+    for name in env:
+        if not _ENV_NAME.match(name):
+            raise TransportError(f"invalid environment variable name {name!r}")
+    assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
+    return f"export {assignments}; {line}"

@@ -1,0 +1,341 @@
+"""One host over SSH (asyncssh): connect, stay connected, run and start commands.
+
+The connection is kept by a background task: connect (bounded by the pool's
+semaphore), wait until it drops, reconnect with exponential backoff and jitter. Every
+outcome is a :class:`HostStatus`; nothing here raises into other hosts' work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import asyncssh
+
+from console.errors import CommandTimeout, HostUnavailable, TransportError
+from console.inventory import Host
+from console.transport.base import (
+    Command,
+    CommandResult,
+    HostConnection,
+    HostState,
+    HostStatus,
+    RemoteProcess,
+    with_env,
+)
+from console.transport.connect_errors import describe_connect_error
+from console.transport.streams import StderrTail
+
+KEEPALIVE_COUNT_MAX = 3
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+# A key the server refuses will not start working by itself; retry rarely.
+AUTH_RETRY_S = 60.0
+# Grace on top of connect_timeout for asyncio.wait_for around the whole handshake.
+CONNECT_GRACE_S = 0.5
+
+StatusListener = Callable[[HostStatus], None]
+
+
+def backoff_delay(
+    attempt: int, *, first: float = BACKOFF_FIRST_S, cap: float = BACKOFF_MAX_S
+) -> float:
+    """Delay before retry ``attempt`` (0-based): doubling from ``first`` up to ``cap``,
+    with +-25 % jitter so that many hosts lost together do not retry in lockstep."""
+    base = min(cap, first * (2**attempt))
+    return base * random.uniform(0.75, 1.25)
+
+
+class _Client(asyncssh.SSHClient):
+    """Remembers why the connection ended (keepalive timeout, reset, server exit)."""
+
+    def __init__(self) -> None:
+        self.lost_reason: str | None = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self.lost_reason = str(exc) or type(exc).__name__
+
+
+class SshRemoteProcess(RemoteProcess):
+    def __init__(self, connection: SshConnection, process: asyncssh.SSHClientProcess[str]) -> None:
+        self._connection = connection
+        self._process = process
+        self.stderr = StderrTail()
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+
+    async def _drain_stderr(self) -> None:
+        # Unread stderr would fill the channel window and stall the remote process.
+        with contextlib.suppress(asyncssh.Error, OSError, asyncio.IncompleteReadError):
+            async for chunk in self._process.stderr:
+                self.stderr.add(chunk)
+
+    async def lines(self) -> AsyncIterator[str]:
+        try:
+            while line := await self._process.stdout.readline():  # "" only at EOF
+                self._connection.touch()
+                yield line.rstrip("\n")
+        except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
+            return  # the connection dropped: the stream simply ends
+
+    async def write(self, data: str) -> None:
+        try:
+            self._process.stdin.write(data)
+            await self._process.stdin.drain()
+        except (asyncssh.Error, OSError) as exc:
+            raise TransportError(f"{self._connection.host.name}: cannot write: {exc}") from exc
+
+    def write_eof(self) -> None:
+        with contextlib.suppress(asyncssh.Error, OSError):
+            self._process.stdin.write_eof()
+
+    async def wait(self) -> int | None:
+        try:
+            await self._process.wait_closed()
+        except (asyncssh.Error, OSError):
+            return None
+        await asyncio.gather(self._stderr_task, return_exceptions=True)
+        return self._process.exit_status
+
+    def close(self) -> None:
+        self._process.close()
+        self._stderr_task.cancel()
+
+
+class SshConnection(HostConnection):
+    """One host's asyncssh connection, kept up by :meth:`maintain` (see the module doc)."""
+
+    def __init__(
+        self,
+        host: Host,
+        *,
+        semaphore: asyncio.Semaphore | None = None,
+        reconnect: bool = True,
+        on_status: StatusListener | None = None,
+    ) -> None:
+        self.host = host
+        self._semaphore = semaphore or asyncio.Semaphore(1)
+        self._reconnect = reconnect
+        self._on_status = on_status
+        self._status = HostStatus(host.name, HostState.CONNECTING, "not connected yet")
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._client = _Client()
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def status(self) -> HostStatus:
+        return self._status
+
+    def _set(self, state: HostState, reason: str = "", latency_ms: float | None = None) -> None:
+        old = self._status
+        if state is old.state and reason == old.reason and latency_ms is None:
+            return
+        now = time.time()
+        self._status = HostStatus(
+            name=self.host.name,
+            state=state,
+            reason=reason,
+            latency_ms=latency_ms if latency_ms is not None else old.latency_ms,
+            since=old.since if state is old.state else now,
+            last_seen=now if state is HostState.UP else old.last_seen,
+        )
+        if self._on_status is not None:
+            self._on_status(self._status)
+
+    def touch(self) -> None:
+        """The host just answered: refresh ``last_seen`` without announcing a change."""
+        s = self._status
+        self._status = HostStatus(s.name, s.state, s.reason, s.latency_ms, s.since, time.time())
+
+    # -- connecting ----------------------------------------------------------------------
+
+    def _connect_options(self) -> dict[str, Any]:
+        host = self.host
+        options: dict[str, Any] = {
+            "connect_timeout": host.connect_timeout,
+            "keepalive_interval": host.keepalive_interval,
+            "keepalive_count_max": KEEPALIVE_COUNT_MAX,
+        }
+        # Leave unset what the inventory leaves unset, so ~/.ssh/config (loaded by
+        # asyncssh by default) supplies Port, User, IdentityFile, ProxyJump.
+        if host.port is not None:
+            options["port"] = host.port
+        if host.user is not None:
+            options["username"] = host.user
+        if host.identity_file is not None:
+            options["client_keys"] = [os.path.expanduser(host.identity_file)]
+        if host.insecure_host_keys:
+            options["known_hosts"] = None
+        elif host.known_hosts is not None:
+            options["known_hosts"] = os.path.expanduser(host.known_hosts)
+        if host.proxy_jump is not None:
+            options["tunnel"] = host.proxy_jump
+        return options
+
+    async def connect_once(self) -> HostStatus:
+        """One connection attempt; the outcome is the new status (never raises)."""
+        host = self.host
+        client = _Client()
+        started = time.monotonic()
+        try:
+            options = self._connect_options()
+            conn, _ = await asyncio.wait_for(
+                asyncssh.create_connection(lambda: client, host.address, **options),
+                host.connect_timeout + CONNECT_GRACE_S,
+            )
+        except Exception as exc:  # every failure is a state, never a crash of the pool
+            state, reason = describe_connect_error(exc, host)
+            self._set(state, reason)
+            return self._status
+        self._conn = conn
+        self._client = client
+        self._set(HostState.UP, "", latency_ms=(time.monotonic() - started) * 1000)
+        return self._status
+
+    async def maintain(self) -> None:
+        """Connect and keep connecting until :meth:`close` (run as a background task)."""
+        attempt = 0
+        while not self._closed:
+            async with self._semaphore:
+                if self._closed:
+                    return
+                status = await self.connect_once()
+            if status.state is HostState.UP and self._conn is not None:
+                attempt = 0
+                await self._conn.wait_closed()
+                self._conn = None
+                if self._closed:
+                    return
+                lost = self._client.lost_reason or "the server closed the connection"
+                self._set(HostState.DOWN, f"connection lost: {lost}")
+                delay = backoff_delay(0)
+            elif status.state is HostState.HOST_KEY_REJECTED:
+                delay = None  # needs the user: wait for reconnect_now()
+            elif status.state is HostState.AUTH_FAILED:
+                delay = AUTH_RETRY_S
+            else:
+                delay = backoff_delay(attempt)
+                attempt += 1
+            if not self._reconnect:
+                return
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    def begin(self) -> None:
+        """Start :meth:`maintain` in the background (idempotent)."""
+        if self._task is None or self._task.done():
+            self._closed = False
+            self._task = asyncio.create_task(self.maintain(), name=f"ssh:{self.host.name}")
+
+    def reconnect_now(self) -> None:
+        """Skip the current back-off wait (the user fixed a key, or pressed retry)."""
+        attempt_pending = self._status.state is not HostState.UP
+        if attempt_pending:
+            self._wake.set()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        if self._conn is not None:
+            self._conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.wait_closed(), 2)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # -- commands ------------------------------------------------------------------------
+
+    def _require(self) -> asyncssh.SSHClientConnection:
+        if self._status.state is not HostState.UP or self._conn is None:
+            s = self._status
+            raise HostUnavailable(self.host.name, s.state.value, s.reason or "not connected")
+        return self._conn
+
+    def _unavailable(self, exc: BaseException) -> TransportError:
+        if isinstance(exc, asyncssh.ChannelOpenError) and self._status.state is HostState.UP:
+            # The connection is fine; sshd refused one more session (MaxSessions).
+            return TransportError(
+                f"{self.host.name}: sshd refused a new session ({exc.reason}); "
+                "too many channels open on this connection (sshd MaxSessions)"
+            )
+        reason = str(exc) or type(exc).__name__
+        return HostUnavailable(self.host.name, HostState.DOWN.value, f"connection lost: {reason}")
+
+    async def run(
+        self,
+        command: Command,
+        *,
+        timeout: float | None = 30.0,
+        input: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        conn = self._require()
+        line = with_env(command, env)
+        started = time.monotonic()
+        try:
+            process = await conn.create_process(line, encoding="utf-8", errors="replace")
+        except (asyncssh.Error, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        try:
+            if input:
+                process.stdin.write(input)
+            process.stdin.write_eof()
+            stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            _kill(process)
+            raise CommandTimeout(self.host.name, line, timeout or 0.0) from None
+        except (asyncssh.Error, OSError) as exc:
+            process.close()
+            raise self._unavailable(exc) from exc
+        except BaseException:
+            _kill(process)  # cancelled by the caller: do not leave the command behind
+            raise
+        self.touch()
+        if process.exit_status is None:
+            # No exit-status: the channel closed because the connection went away, or
+            # the command died of a signal.
+            if process.exit_signal is None:
+                raise HostUnavailable(self.host.name, "down", "connection lost while running")
+            exit_status = 128 + _signal_number(process.exit_signal[0])
+        else:
+            exit_status = process.exit_status
+        return CommandResult(exit_status, stdout or "", stderr or "", time.monotonic() - started)
+
+    async def start(
+        self, command: Command, *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        conn = self._require()
+        try:
+            process = await conn.create_process(
+                with_env(command, env), encoding="utf-8", errors="replace"
+            )
+        except (asyncssh.Error, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return SshRemoteProcess(self, process)
+
+
+def _kill(process: asyncssh.SSHClientProcess[str]) -> None:
+    # sshd forwards signals to non-root sessions; closing the channel alone would leave
+    # a command without a terminal running on the host.
+    with contextlib.suppress(asyncssh.Error, OSError):
+        process.send_signal("KILL")
+    process.close()
+
+
+def _signal_number(name: str) -> int:
+    try:
+        return int(signal.Signals[f"SIG{name}"])
+    except KeyError:
+        return 0
