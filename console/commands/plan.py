@@ -1,18 +1,115 @@
-"""`distconsole plan` (placeholder until its issue lands: exits 2 saying so)."""
+"""``distconsole plan HOSTS --kind KIND [options] [--json] -- PROGRAM [ARGS...]``.
+
+Prints what a launch would run, without touching any host: per process its host, role,
+the exact shell command line, environment, working directory and log files.
+Exit status 2 for bad input (naming the option), 0 otherwise.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import shlex
 import sys
 from typing import Any
 
+from console import inventory as inventory_module
+from console.commands.job_options import cli_error, register_job_command, spec_from_args
+from console.errors import JobSpecError
+from console.jobs.models import JobPlan, RankLaunch
+from console.jobs.paths import shell_join
+from console.jobs.planner import plan as make_plan
+
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("plan", help="(not yet available)")
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
-    parser.set_defaults(func=run)
+    register_job_command(
+        sub,
+        "plan",
+        help="show the exact per-host commands, environment and log files of a job",
+        run=run,
+        extra=lambda p: p.add_argument("--json", action="store_true", help="print JSON"),
+    )
+
+
+def launch_to_dict(launch: RankLaunch) -> dict[str, Any]:
+    return {
+        "host": launch.host,
+        "role": launch.role,
+        "index": launch.index,
+        "argv": list(launch.argv),
+        "command": shell_join(launch.argv),
+        "env": dict(launch.env),
+        "cwd": launch.cwd,
+        "ranks": list(launch.ranks),
+        "log_paths": [dataclasses.asdict(log) for log in launch.log_paths],
+    }
+
+
+def plan_to_dict(plan: JobPlan) -> dict[str, Any]:
+    """The plan as plain JSON-able data (the ``--json`` output)."""
+    return {
+        "job_id": plan.job_id,
+        "name": plan.name,
+        "kind": plan.kind.value,
+        "world_size": plan.world_size,
+        "total_steps": plan.total_steps,
+        "steps_per_rank": plan.steps_per_rank,
+        "steps_dropped": plan.steps_dropped,
+        "master_addr": plan.master_addr,
+        "master_port": plan.master_port,
+        "fail_fast": plan.fail_fast,
+        "hosts": list(plan.hosts_involved),
+        "job_dirs": dict(plan.job_dirs),
+        "uploads": [dataclasses.asdict(u) for u in plan.uploads],
+        "warnings": list(plan.warnings),
+        "launches": [launch_to_dict(launch) for launch in plan.launches],
+    }
+
+
+def format_plan(plan: JobPlan) -> str:
+    """Human-readable plan: per process the shell command line and its environment."""
+    lines = [
+        f"job {plan.job_id} ({plan.name}): {plan.kind.value}, world size {plan.world_size}, "
+        f"hosts {', '.join(plan.hosts_involved)}"
+    ]
+    if plan.total_steps is not None:
+        lines.append(
+            f"steps: {plan.total_steps} total, {plan.steps_per_rank} per rank, "
+            f"{plan.steps_dropped} dropped by the split"
+        )
+    if plan.master_port is not None:
+        lines.append(f"master: {plan.master_addr}:{plan.master_port}")
+    lines += [f"warning: {w}" for w in plan.warnings]
+    for launch in plan.launches:
+        ranks = f" ranks {launch.ranks[0]}-{launch.ranks[-1]}" if launch.ranks else ""
+        lines.append("")
+        lines.append(f"[{launch.host}] {launch.role} {launch.index}{ranks}")
+        lines.append(f"  cwd: {launch.cwd}")
+        for key, value in launch.env.items():
+            lines.append(f"  env: {key}={shlex.quote(value)}")
+        lines.append(f"  $ {shell_join(launch.argv)}")
+        for log in launch.log_paths:
+            lines.append(f"  log ({log.stream}): {log.path}")
+    if plan.uploads:
+        lines.append("")
+        lines += [f"upload: {u.resource} -> {u.host}:{u.path}" for u in plan.uploads]
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("distconsole plan: not available yet in this build", file=sys.stderr)
-    return 2
+    try:
+        spec = spec_from_args(args)
+        inv = inventory_module.load(args.inventory)
+        try:
+            job_plan = make_plan(spec, inv)
+        except JobSpecError as exc:
+            raise cli_error(exc) from None
+    except JobSpecError as exc:
+        print(f"distconsole plan: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(plan_to_dict(job_plan), indent=2))
+    else:
+        print(format_plan(job_plan))
+    return 0

@@ -1,0 +1,153 @@
+"""Job options shared by ``distconsole plan`` and ``distconsole launch``.
+
+``distconsole plan HOSTS [options] -- PROGRAM [ARGS...]``: argparse cannot mix a
+leading positional, options and a trailing free-form command in one parser (a ``*``
+positional is consumed empty at the first chunk; REMAINDER swallows the options), so
+:func:`register_job_command` gives the sub-command ``HOSTS`` plus the raw rest, and
+:func:`parse_job_args` parses the options before ``--`` with a parser built by
+:func:`add_job_options` and keeps everything after ``--`` verbatim as the program.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from console.errors import JobSpecError
+from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env
+
+KINDS = ("ddp", "mpi", "horovod", "ps")
+
+
+def add_job_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a job spec. Values stay text: the spec validates and names them."""
+    parser.add_argument("--kind", metavar="KIND", help="ddp, mpi, horovod or ps (required)")
+    parser.add_argument(
+        "--hosts",
+        dest="select_hosts",
+        metavar="A,B",
+        help="host names, comma-separated, in rank order (default: all)",
+    )
+    parser.add_argument(
+        "--tag", dest="tags", action="append", default=[], metavar="T", help="hosts with tag T"
+    )
+    parser.add_argument("--gpus-per-host", metavar="N", help="slots per host (default: its GPUs)")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="K=V", help="environment (repeatable)"
+    )
+    parser.add_argument("--name", help="job name (default: derived from kind and program)")
+    parser.add_argument("--total-steps", metavar="N", help="step budget split over the ranks")
+    parser.add_argument("--ps", metavar="N", help="ps kind: number of ps tasks (default 1)")
+    parser.add_argument("--workers", metavar="N", help="ps kind: workers (default: one per host)")
+    parser.add_argument("--chief", action="store_true", help="ps kind: add a chief task")
+    parser.add_argument("--master-port", metavar="PORT", help="default: a free port")
+    parser.add_argument("--interface", metavar="IF", help="network interface (e.g. eth0)")
+    parser.add_argument("--workdir", metavar="DIR", help="working directory on the hosts")
+    parser.add_argument(
+        "--horovod-launcher", metavar="gloo|mpi", help="horovodrun --gloo or --mpi (default gloo)"
+    )
+    parser.add_argument(
+        "--no-fail-fast",
+        action="store_true",
+        help="keep the other ranks running when one fails",
+    )
+
+
+def cli_error(exc: JobSpecError) -> JobSpecError:
+    """The same error, naming the CLI option instead of the spec field."""
+    return JobSpecError(CLI_OPTION.get(exc.field, exc.field), exc.detail)
+
+
+def spec_from_args(args: argparse.Namespace) -> JobSpec:
+    """Build the spec; a JobSpecError names the CLI option (``--gpus-per-host: ...``)."""
+    command: list[str] = list(getattr(args, "command", []) or [])
+    if not args.kind:
+        raise JobSpecError("--kind", f"is required (one of {', '.join(KINDS)})")
+    if not command:
+        raise JobSpecError("PROGRAM", "give the program after --, e.g. -- train.py --lr 0.1")
+    fields: dict[str, Any] = {
+        "kind": args.kind,
+        "program": command[0],
+        "args": tuple(command[1:]),
+        "tags": tuple(args.tags),
+        "chief": bool(args.chief),
+        "fail_fast": not args.no_fail_fast,
+    }
+    if args.select_hosts is not None:
+        fields["hosts"] = tuple(args.select_hosts.split(","))
+    optional = {
+        "gpus_per_host": args.gpus_per_host,
+        "name": args.name,
+        "total_steps": args.total_steps,
+        "ps": args.ps,
+        "workers": args.workers,
+        "master_port": args.master_port,
+        "interface": args.interface,
+        "workdir": args.workdir,
+        "horovod_launcher": args.horovod_launcher,
+    }
+    fields.update({k: v for k, v in optional.items() if v is not None})
+    try:
+        fields["env"] = parse_env(args.env)
+        return make_spec(**fields)
+    except JobSpecError as exc:
+        raise cli_error(exc) from None
+
+
+def split_command(rest: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``[options..., "--", program, args...]`` -> (options, command)."""
+    items = list(rest)
+    if "--" in items:
+        cut = items.index("--")
+        return items[:cut], items[cut + 1 :]
+    return items, []
+
+
+def job_parser(name: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> Any:
+    parser = argparse.ArgumentParser(
+        prog=f"distconsole {name} HOSTS",
+        usage=f"distconsole {name} HOSTS --kind KIND [options] -- PROGRAM [ARGS...]",
+        description="PROGRAM is a script (.py, run with the host's python), an "
+        "executable, or example:ddp / example:horovod / example:ps. In ARGS, "
+        "{steps_per_rank}, {total_steps} and {world_size} are replaced.",
+    )
+    add_job_options(parser)
+    if extra is not None:
+        extra(parser)
+    return parser
+
+
+def parse_job_args(inner: argparse.ArgumentParser, outer: argparse.Namespace) -> Any:
+    """Parse ``outer.rest`` (exits 2 naming a bad option); adds ``inventory`` and ``command``."""
+    options, command = split_command(outer.rest)
+    args = inner.parse_args(options)
+    args.inventory = outer.hosts
+    args.command = command
+    return args
+
+
+def register_job_command(
+    sub: Any,
+    name: str,
+    *,
+    help: str,
+    run: Callable[[argparse.Namespace], int],
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.ArgumentParser:
+    """Add ``distconsole NAME HOSTS [options] -- PROGRAM [ARGS...]``; ``run`` gets the
+    parsed job options plus ``inventory`` (the HOSTS path) and ``command``."""
+    inner = job_parser(name, extra)
+    outer: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=help,
+        usage=inner.format_usage().removeprefix("usage: "),
+        description=help,
+        # The inner parser's help minus its usage line, which the outer one already shows.
+        epilog=inner.format_help().split("\n\n", 1)[-1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    outer.add_argument("hosts", metavar="HOSTS", help="hosts.yaml (or a host file)")
+    outer.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    outer.set_defaults(func=lambda outer_args: run(parse_job_args(inner, outer_args)))
+    return outer
