@@ -28,8 +28,12 @@ def register(sub: Any) -> None:
         "plan",
         help="show the exact per-host commands, environment and log files of a job",
         run=run,
-        extra=lambda p: p.add_argument("--json", action="store_true", help="print JSON"),
+        extra=_add_json_option,
     )
+
+
+def _add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
 
 
 def launch_to_dict(launch: RankLaunch) -> dict[str, Any]:
