@@ -7,6 +7,7 @@ reached through asyncssh clients, with host keys verified against the demo's kno
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import select
 import shlex
@@ -138,6 +139,17 @@ async def test_stdin_stdout_and_stderr_are_bridged(served: Served) -> None:
     assert result.stdout == "HELLO DEMO\n"
     assert result.stderr == "to-stderr\n"
     assert result.exit_status == 0
+
+
+async def test_megabytes_pass_both_ways_intact(served: Served) -> None:
+    host = served.inventory.hosts[1]
+    payload = os.urandom(3 * 1024 * 1024).hex()  # 6 MiB of text in, its digest and 6 MiB out
+    async with _connect(host) as conn:
+        result = await conn.run("tee /dev/stderr | sha256sum >&2; cat /dev/null", input=payload)
+        echoed = await conn.run("head -c 6291456 /dev/zero | tr '\\0' x")
+    digest = hashlib.sha256(payload.encode()).hexdigest()
+    assert result.stderr == payload + f"{digest}  -\n"
+    assert echoed.stdout == "x" * 6291456
 
 
 async def test_hosts_run_the_consoles_python(served: Served) -> None:
