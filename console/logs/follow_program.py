@@ -3,13 +3,14 @@
 Standard library only, so it runs wherever Python 3 does. ONE process per host follows
 every log file of a job from the byte offsets the console last delivered, plus files
 that appear later under the job directory, and writes one JSON record per line of
-stdout (ASCII only, so any transport decoding is safe):
+stdout. Records stay under 64 KiB (asyncio's and asyncssh's line limits) and ASCII:
 
-- ``{"t":"d","c":[[path,start,end,inode,text],...]}`` whole lines of ``path`` covering
-  bytes ``start..end``; ``text`` always ends with a newline. Invalid UTF-8 is replaced;
-  ``\\r`` (progress bars) counts as a line end. An unterminated line is held back until
-  its newline comes, it grows past ``max_line`` bytes (split there) or the follower
-  is told the writers are done (``final`` / ``done`` markers).
+- ``{"t":"d","c":[[path,start,end,inode,b64],...]}`` whole lines of ``path``: the raw
+  bytes ``start..end``, base64 (a fixed 4/3 growth whatever the bytes; the console
+  decodes UTF-8 with replacement). A chunk that does not end with a line end is a piece
+  of a line longer than ``max_line`` (split there) or the unterminated last line of a
+  file whose writers are done (``final`` / ``done`` markers); otherwise an unterminated
+  line is held back until its newline comes. ``\\r`` (progress bars) ends a line too.
 - ``{"t":"n","p":path,"k":kind,"m":message,"i":inode}`` a note: truncated, rotated,
   missing, appeared, error.
 - ``{"t":"o","p":path,"o":offset,"i":inode}`` where a file followed from its end starts.
@@ -20,6 +21,7 @@ stdout (ASCII only, so any transport decoding is safe):
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import json
 import os
@@ -28,6 +30,7 @@ import time
 from typing import Any, BinaryIO
 
 DEFAULT_PATTERNS = ("*.log", "*.out", "*.err", "stdout", "stderr")
+RECORD_MAX = 60000  # bytes of one JSON record line, below the 64 KiB readline limits
 
 
 class TrackedFile:
@@ -51,11 +54,11 @@ class Follower:
     def __init__(self, cfg: dict[str, Any], out: BinaryIO) -> None:
         self.out = out
         self.poll = float(cfg.get("poll", 0.05))
-        self.max_line = int(cfg.get("max_line", 65536))
-        self.chunk = int(cfg.get("chunk", 1 << 17))
-        # asyncssh gives up on a line longer than its receive window (2 MiB); JSON escapes
-        # can grow text 6x, so records stay well below that.
-        self.record_max = int(cfg.get("record", 1 << 17))
+        self.max_line = min(int(cfg.get("max_line", 32768)), 40000)
+        # A read never exceeds max_line, so only a line begun in the held-back tail can
+        # grow past max_line: _consume checks that one line only.
+        self.chunk = min(int(cfg.get("chunk", 32768)), self.max_line)
+        self.record_max = RECORD_MAX
         self.final = bool(cfg.get("final", False))
         self.from_end = bool(cfg.get("from_end", False))
         self.heartbeat = float(cfg.get("heartbeat", 2.0))
@@ -63,7 +66,7 @@ class Follower:
         self.dirs = cfg.get("dirs", [])
         self.files: dict[str, TrackedFile] = {}
         self.record: list[list[Any]] = []
-        self.record_bytes = 0
+        self.record_bytes = 20  # the record's own framing
         self.last_write = time.time()
         self.parent = os.getppid()
         self.positions: list[dict[str, Any]] = []  # where from_end files start
@@ -118,21 +121,29 @@ class Follower:
         self.out.flush()
 
     def emit(self, tracked: TrackedFile, data: bytes, start: int) -> None:
-        text = data.decode("utf-8", "replace")
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        if not text.endswith("\n"):
-            text += "\n"
-        self.record.append([tracked.key, start, start + len(data), tracked.inode, text])
-        self.record_bytes += len(data)
-        if self.record_bytes >= self.record_max:
+        """Queue whole lines (or one forced piece) as entries that each fit a record."""
+        room = (self.record_max - 200 - len(tracked.key)) * 3 // 4
+        while len(data) > room:
+            cut = self._split_point(data[:room]) or self._cut(data, room)
+            self._entry(tracked, data[:cut], start)
+            start += cut
+            data = data[cut:]
+        if data:
+            self._entry(tracked, data, start)
+
+    def _entry(self, tracked: TrackedFile, data: bytes, start: int) -> None:
+        size = len(data) * 4 // 3 + len(tracked.key) + 64
+        if self.record_bytes + size > self.record_max:
             self.flush_record()
+        encoded = base64.b64encode(data).decode("ascii")
+        self.record.append([tracked.key, start, start + len(data), tracked.inode, encoded])
+        self.record_bytes += size
 
     def flush_record(self) -> None:
         if self.record:
             self.write({"t": "d", "c": self.record})
             self.record = []
-            self.record_bytes = 0
+            self.record_bytes = 20
 
     # -- reading ---------------------------------------------------------------------
 
@@ -243,19 +254,23 @@ class Follower:
         start = tracked.emitted
         buf = tracked.pending + data
         tracked.offset += len(data)
+        # Only the first line (begun in the held-back tail) can exceed max_line.
+        while len(buf) > self.max_line and self._first_end(buf, self.max_line + 1) == 0:
+            cut = self._cut(buf, self.max_line)
+            self.emit(tracked, buf[:cut], start)
+            start += cut
+            buf = buf[cut:]
         cut = self._split_point(buf)
-        while len(buf) - cut >= self.max_line:
-            # An endless line: emit the whole lines, then a max_line piece of the tail.
-            piece_end = cut + self._cut(buf[cut:], self.max_line)
-            if cut:
-                self.emit(tracked, buf[:cut], start)
-            self.emit(tracked, buf[cut:piece_end], start + cut)
-            start += piece_end
-            buf = buf[piece_end:]
-            cut = self._split_point(buf)
         if cut:
             self.emit(tracked, buf[:cut], start)
         tracked.pending = buf[cut:]
+
+    def _first_end(self, buf: bytes, within: int) -> int:
+        """Index just past the first line end among the first ``within`` bytes (0: none)."""
+        nl = buf.find(b"\n", 0, within)
+        cr = buf.find(b"\r", 0, min(within, len(buf) - 1))
+        ends = [i for i in (nl, cr) if i >= 0]
+        return min(ends) + 1 if ends else 0
 
     # -- main loop -------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import random
 import time
+from base64 import b64decode
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from console.logs.models import FileCursor, FollowNote, LogBatch, LogLine
 from console.logs.prefixes import FileContext, attribute, guess_context, split_long
 from console.transport.base import HostConnection, RemoteProcess
 
-MAX_LINE = 65536  # characters; longer lines are split (the follower splits bytes likewise)
+MAX_LINE = 32768  # bytes; longer lines are split into pieces (the follower does it)
 HEARTBEAT_S = 2.0
 SILENCE_LIMIT_S = 10.0  # no record (not even a heartbeat) for this long: the link is dead
 
@@ -82,7 +83,7 @@ class HostLogFollower:
     def config(self) -> dict[str, Any]:
         paths = list(self.contexts)
         paths += [p for p in self.cursors if p not in self.contexts]
-        files = []
+        files: list[dict[str, Any]] = []
         for path in paths:
             cursor = self.cursors.get(path)
             if cursor is None:
@@ -129,9 +130,13 @@ class HostLogFollower:
         now = self.clock()
         lines: list[LogLine] = []
         advanced: dict[str, FileCursor] = {}
-        for path, _start, end, inode, text in record["c"]:
+        for path, _start, end, inode, encoded in record["c"]:
+            text = b64decode(encoded).decode("utf-8", "replace")
+            if "\r" in text:
+                text = text.replace("\r\n", "\n").replace("\r", "\n")
             texts = text.split("\n")
-            texts.pop()  # every chunk ends with a newline
+            if not texts[-1]:
+                texts.pop()  # a chunk ending without a line end is a piece of a long line
             texts = split_long(texts, self.max_line)
             lines.extend(attribute(self.context(path), texts, now))
             advanced[path] = FileCursor(end, inode)
@@ -166,7 +171,7 @@ class HostLogFollower:
         while True:
             try:
                 process = await self._start()
-            except HostUnavailable as exc:
+            except HostUnavailable:
                 if not self.follow and not self._started_once:
                     raise
                 delay = min(self.retry_max_s, self.retry_first_s * 2**attempt)

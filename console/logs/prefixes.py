@@ -164,7 +164,8 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
             append(LogLine(job, host, grank, local, stream, rest, received, "rank"))
         else:
             local = int(m["lrank"])
-            append(LogLine(job, host, ctx.global_rank(local), local, stream, rest, received, "rank"))
+            grank_of_local = ctx.global_rank(local)
+            append(LogLine(job, host, grank_of_local, local, stream, rest, received, "rank"))
     return out
 
 

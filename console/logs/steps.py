@@ -1,0 +1,287 @@
+"""Steps and throughput read from log lines: per rank, and per job both ways.
+
+Per rank: last step (and epoch), steps/s measured from when steps arrived, printed
+samples/s (img/sec, samples/s), printed it/s, loss. Per job, side by side: the sum of
+every rank's counter (Horovod style: each rank runs its share of the steps) and rank
+0's counter (DDP style), aggregate samples/s, and the slowest rank with its lag.
+
+Only the LAST match of each pattern in a batch matters, so each pattern is first run
+once over the batch's joined text (C speed) and the lines are scanned backwards only
+when it matched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from console.logs.models import LogLine, RankKey, rank_key
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_SEP = r"[ \t]*[:=#]?[ \t]*"
+
+# Order matters: the first pattern that matches a line gives its step.
+DEFAULT_STEP_PATTERNS: tuple[str, ...] = (
+    # tqdm: " 45%|####5     | 450/1000 [00:10<00:12, 44.50it/s]"
+    r"\d+%\|[^|\n]*\|[ \t]*(?P<step>\d+)/(?P<total>\d+)[ \t]*\[",
+    # "Epoch 2 step 40", "epoch: 1, step: 7", "Epoch [3/10] Step [120/500]"
+    r"\bepoch" + _SEP + r"\[?(?P<epoch>\d+)(?:/\d+)?\]?[ \t,;|-]*"
+    r"(?:global[_ ])?(?:step|iter(?:ation)?|batch)"
+    + _SEP
+    + r"\[?(?P<step>\d+)(?:/(?P<total>\d+))?",
+    # "step 40", "global_step=40", "Step 40/1000"
+    r"\b(?:global[_ ])?step" + _SEP + r"\[?(?P<step>\d+)(?:[ \t]*/[ \t]*(?P<total>\d+))?",
+    # "iter 40", "Iteration 40/1000"
+    r"\biter(?:ation)?" + _SEP + r"\[?(?P<step>\d+)(?:[ \t]*/[ \t]*(?P<total>\d+))?",
+)
+DEFAULT_SAMPLES_PATTERNS: tuple[str, ...] = (
+    # "samples/s 1234.5", "img/sec per GPU: 123.4", "images/sec: 10" (not "Total img/sec on")
+    r"\b(?:samples|imgs?|images|examples)[ \t]*/[ \t]*s(?:ec)?(?:[ \t]+per[ \t]+GPU)?"
+    + _SEP + r"(?P<value>" + _NUM + r")",
+    # "1234.5 samples/s", "99 img/sec"
+    r"(?P<value>" + _NUM + r")[ \t]*(?:samples|imgs?|images|examples)[ \t]*/[ \t]*s(?:ec)?\b",
+)
+DEFAULT_RATE_PATTERNS: tuple[str, ...] = (
+    r"(?P<value>" + _NUM + r")[ \t]*(?P<unit>it/s|s/it)\b",  # tqdm and HF trainers
+)
+DEFAULT_LOSS_PATTERNS: tuple[str, ...] = (r"\bloss" + _SEP + r"(?P<value>" + _NUM + r")",)
+
+
+@dataclass(frozen=True, slots=True)
+class StepPatterns:
+    """Regular expressions (case-insensitive) for steps, samples/s, it/s and loss."""
+
+    step: tuple[str, ...] = DEFAULT_STEP_PATTERNS
+    samples: tuple[str, ...] = DEFAULT_SAMPLES_PATTERNS
+    rate: tuple[str, ...] = DEFAULT_RATE_PATTERNS
+    loss: tuple[str, ...] = DEFAULT_LOSS_PATTERNS
+
+    def compiled(self) -> dict[str, tuple[re.Pattern[str], ...]]:
+        return {
+            name: tuple(re.compile(p, re.IGNORECASE) for p in getattr(self, name))
+            for name in ("step", "samples", "rate", "loss")
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RankSteps:
+    """One rank's progress at a moment (what the UI and the stall check read)."""
+
+    key: RankKey
+    host: str
+    local_rank: int | None
+    step: int | None
+    epoch: int | None
+    total: int | None
+    steps_per_s: float | None  # measured from step arrivals; else printed it/s
+    samples_per_s: float | None  # as printed by the trainer
+    loss: float | None
+    last_line_at: float | None  # when any line of this rank last arrived
+    last_step_at: float | None  # when its step last changed
+    step_interval_s: float | None  # recent time between step reports
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    ranks: tuple[RankSteps, ...]
+    sum_steps: int  # Horovod style: every rank's counter added up
+    rank0_step: int | None  # DDP style
+    total_steps: int | None
+    samples_per_s: float | None  # sum over ranks that print it
+    slowest: RankKey | None
+    slowest_lag: int | None  # steps behind the furthest rank
+
+
+@dataclass
+class _RankState:
+    key: RankKey
+    host: str
+    local_rank: int | None
+    step: int | None = None
+    epoch: int | None = None
+    total: int | None = None
+    printed_rate: float | None = None
+    samples_per_s: float | None = None
+    loss: float | None = None
+    last_line_at: float | None = None
+    last_step_at: float | None = None
+    history: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=32))
+    intervals: deque[float] = field(default_factory=lambda: deque(maxlen=8))
+
+
+class StepTracker:
+    """Feed it batches of lines; read per-rank and per-job progress at any time."""
+
+    def __init__(self, patterns: StepPatterns | None = None, window_s: float = 60.0) -> None:
+        compiled = (patterns or StepPatterns()).compiled()
+        self._step = compiled["step"]
+        self._samples = compiled["samples"]
+        self._rate = compiled["rate"]
+        self._loss = compiled["loss"]
+        self.window_s = window_s
+        self._ranks: dict[RankKey, _RankState] = {}
+
+    def feed(self, lines: Iterable[LogLine]) -> None:
+        groups: dict[RankKey, list[LogLine]] = {}
+        for line in lines:
+            key = rank_key(line)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [line]
+            else:
+                group.append(line)
+        for key, group in groups.items():
+            self._feed_rank(key, group)
+
+    def _state(self, key: RankKey, first: LogLine) -> _RankState:
+        state = self._ranks.get(key)
+        if state is None:
+            state = _RankState(key, first.host, first.local_rank)
+            self._ranks[key] = state
+        return state
+
+    def _feed_rank(self, key: RankKey, group: list[LogLine]) -> None:
+        state = self._state(key, group[0])
+        last = group[-1]
+        state.last_line_at = last.received
+        texts = [line.text for line in group]
+        joined = "\n".join(texts)
+        hit = _last_match(self._step, joined, texts)
+        if hit is not None:
+            index, m = hit
+            step = int(m["step"])
+            groups = m.re.groupindex
+            epoch = int(m["epoch"]) if "epoch" in groups and m["epoch"] else None
+            total = int(m["total"]) if "total" in groups and m["total"] else None
+            self._record_step(state, step, epoch, total, group[index].received)
+        hit = _last_match(self._samples, joined, texts)
+        if hit is not None:
+            state.samples_per_s = float(hit[1]["value"])
+        hit = _last_match(self._loss, joined, texts)
+        if hit is not None:
+            state.loss = float(hit[1]["value"])
+        hit = _last_match(self._rate, joined, texts)
+        if hit is not None:
+            value = float(hit[1]["value"])
+            state.printed_rate = value if hit[1]["unit"].lower() == "it/s" else (
+                1.0 / value if value > 0 else None
+            )
+
+    def _record_step(
+        self, state: _RankState, step: int, epoch: int | None, total: int | None, at: float
+    ) -> None:
+        if epoch is not None:
+            state.epoch = epoch
+        if total is not None:
+            state.total = total
+        if step == state.step:
+            return
+        if state.last_step_at is not None and at > state.last_step_at:
+            state.intervals.append(at - state.last_step_at)
+        state.step = step
+        state.last_step_at = at
+        history = state.history
+        if history and step < history[-1][1]:
+            history.clear()  # a new epoch or a restart: rates start over
+        history.append((at, step))
+        while len(history) > 2 and at - history[0][0] > self.window_s:
+            history.popleft()
+
+    def ranks(self) -> tuple[RankSteps, ...]:
+        return tuple(_snapshot(s) for s in sorted(self._ranks.values(), key=_order))
+
+    def rank(self, key: RankKey) -> RankSteps | None:
+        state = self._ranks.get(key)
+        return _snapshot(state) if state is not None else None
+
+    def job(self, total_steps: int | None = None) -> JobProgress:
+        return job_progress(self.ranks(), total_steps)
+
+
+def _order(state: _RankState) -> tuple[int, int, str]:
+    return (0, state.key, "") if isinstance(state.key, int) else (1, 0, state.key)
+
+
+def _last_match(
+    patterns: Sequence[re.Pattern[str]], joined: str, texts: list[str]
+) -> tuple[int, re.Match[str]] | None:
+    """(line index, match) of the last line any pattern matches, earlier patterns first."""
+    candidates = [p for p in patterns if p.search(joined)]
+    if not candidates:
+        return None
+    for index in range(len(texts) - 1, -1, -1):
+        for pattern in candidates:
+            m = pattern.search(texts[index])
+            if m is not None:
+                return index, m
+    return None
+
+
+def _snapshot(state: _RankState) -> RankSteps:
+    rate: float | None = None
+    history = state.history
+    if len(history) >= 2:
+        (t0, s0), (t1, s1) = history[0], history[-1]
+        if t1 > t0:
+            rate = (s1 - s0) / (t1 - t0)
+    if rate is None:
+        rate = state.printed_rate
+    interval = None
+    if state.intervals:
+        ordered = sorted(state.intervals)
+        interval = ordered[len(ordered) // 2]
+    return RankSteps(
+        key=state.key,
+        host=state.host,
+        local_rank=state.local_rank,
+        step=state.step,
+        epoch=state.epoch,
+        total=state.total,
+        steps_per_s=rate,
+        samples_per_s=state.samples_per_s,
+        loss=state.loss,
+        last_line_at=state.last_line_at,
+        last_step_at=state.last_step_at,
+        step_interval_s=interval,
+    )
+
+
+def job_progress(ranks: Sequence[RankSteps], total_steps: int | None = None) -> JobProgress:
+    """Both readings of a job's progress, aggregate samples/s, and the slowest rank."""
+    stepped = [r for r in ranks if r.step is not None]
+    sum_steps = sum(r.step for r in stepped if r.step is not None)
+    rank0 = next((r.step for r in ranks if r.key == 0), None)
+    printed = [r.samples_per_s for r in ranks if r.samples_per_s is not None]
+    slowest: RankKey | None = None
+    lag: int | None = None
+    if stepped:
+        def progress(r: RankSteps) -> tuple[int, int]:
+            return (r.epoch or 0, r.step or 0)
+
+        low = min(stepped, key=progress)
+        high = max(stepped, key=progress)
+        slowest = low.key
+        lag = (high.step or 0) - (low.step or 0) if low.epoch == high.epoch else None
+    totals = {r.total for r in stepped if r.total is not None}
+    return JobProgress(
+        ranks=tuple(ranks),
+        sum_steps=sum_steps,
+        rank0_step=rank0,
+        total_steps=total_steps if total_steps is not None else (max(totals) if totals else None),
+        samples_per_s=sum(printed) if printed else None,
+        slowest=slowest,
+        slowest_lag=lag,
+    )
+
+
+def gpu_util_by_rank(
+    ranks: Sequence[RankSteps], util: Mapping[tuple[str, int], float]
+) -> dict[RankKey, float]:
+    """Map (host, GPU index) utilisation onto ranks, GPU index = local rank."""
+    found: dict[RankKey, float] = {}
+    for r in ranks:
+        if r.local_rank is not None and (r.host, r.local_rank) in util:
+            found[r.key] = util[(r.host, r.local_rank)]
+    return found
