@@ -291,3 +291,16 @@ async def test_a_channel_signal_reaches_the_process_and_its_exit_signal_comes_ba
             await asyncio.wait_for(process.wait_closed(), 5)
         assert process.exit_signal is not None and process.exit_signal[0] == "TERM"
         assert process.returncode == -signal.SIGTERM
+
+
+async def test_stop_host_can_power_off_only_that_hosts_processes() -> None:
+    async with DemoCluster(2) as cluster:
+        pids: dict[str, int] = {}
+        for host in load(cluster.inventory_path).hosts:
+            async with _connect(host) as conn:
+                result = await conn.run("setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!")
+            pids[host.name] = int(str(result.stdout))
+        await cluster.stop_host("node0", kill_processes=True)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pids["node0"], 0)
+        os.kill(pids["node1"], 0)  # the other host's job is untouched
