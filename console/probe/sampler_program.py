@@ -346,6 +346,8 @@ def main(argv: list[str]) -> int:
             stream.wait_first(min(5.0, interval * 3 + 1))
         elif nvml is None:
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
+    # CPU % and throughput are differences: give the first line a window worth reading.
+    time.sleep(max(0.0, 0.2 - (time.time() - host.cpu_since)))
     tick = time.time()
     while True:
         line: dict[str, object] = {"v": 1, "t": time.time(), "gpu_source": source}
