@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.errors import ConsoleError
+from console.errors import ConsoleError, InventoryError
 from console.inventory import Host, Inventory, load
 from console.transport.base import HostState, HostStatus
 
@@ -192,7 +192,13 @@ def select_hosts(
     wanted = [n.strip() for item in names or () for n in item.split(",") if n.strip()]
     chosen = inventory.select(names=wanted or None, tags=tags)
     if not chosen:
-        raise ConsoleError(f"no host has tag {', '.join(tags or ())} in {inventory.path}")
+        # bad input like an unknown host name: exit status 2 through InventoryError
+        known = ", ".join(inventory.tags) or "none"
+        raise InventoryError(
+            f"no host has tag {', '.join(tags or ())} (tags: {known})",
+            path=inventory.path,
+            field="--tag",
+        )
     return chosen
 
 
