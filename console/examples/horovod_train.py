@@ -1,0 +1,81 @@
+"""Tiny Horovod (PyTorch, CPU) trainer for distconsole's example jobs and tests.
+
+Horovod counts steps per rank: with a total budget T over N ranks every rank runs
+``T // N`` steps (as Horovod's own examples split it). distconsole hands that share in
+``DISTCONSOLE_STEPS_PER_RANK``; ``--steps`` overrides it. Every step prints ``rank R
+step N/S loss L samples/s X`` and the last lines are the global step count and
+``params_checksum=...`` (equal on every rank).
+
+Test knobs as in ddp_train.py: ``--crash-rank``, ``--crash-at-step``, ``--sleep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import horovod.torch as hvd
+import torch
+from torch import nn
+
+
+def parse() -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    default_steps = int(os.environ.get("DISTCONSOLE_STEPS_PER_RANK", "20"))
+    parser.add_argument("--steps", type=int, default=default_steps)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep per step")
+    parser.add_argument("--crash-rank", type=int, default=-1)
+    parser.add_argument("--crash-at-step", type=int, default=-1)
+    return parser.parse_known_args()
+
+
+def main() -> int:
+    args, extra = parse()
+    hvd.init()
+    torch.set_num_threads(1)
+    rank, size = hvd.rank(), hvd.size()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * size)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    data = torch.Generator().manual_seed(1000 + rank)
+    print(
+        f"rank {rank} size {size} steps_per_rank {args.steps} "
+        f"total_steps {os.environ.get('DISTCONSOLE_TOTAL_STEPS', '-')} "
+        f"extra_args={json.dumps(extra)}",
+        flush=True,
+    )
+    for step in range(1, args.steps + 1):
+        started = time.perf_counter()
+        if rank == args.crash_rank and step == args.crash_at_step:
+            print(f"rank {rank} crashing at step {step} as asked", file=sys.stderr, flush=True)
+            return 3
+        x = torch.randn(args.batch_size, 16, generator=data)
+        y = x.sum(dim=1, keepdim=True)
+        loss = nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if args.sleep:
+            time.sleep(args.sleep)
+        rate = args.batch_size / max(time.perf_counter() - started, 1e-9)
+        print(
+            f"rank {rank} step {step}/{args.steps} loss {loss.item():.4f} samples/s {rate:.1f}",
+            flush=True,
+        )
+    done = hvd.allreduce(torch.tensor([float(args.steps)]), op=hvd.Sum, name="steps_done")
+    checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
+    print(f"rank {rank} global_steps={int(done.item())}", flush=True)
+    print(f"rank {rank} params_checksum={checksum:.10f}", flush=True)
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
