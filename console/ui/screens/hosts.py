@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from datetime import datetime
 
 from textual.app import ComposeResult
 from textual.screen import Screen
@@ -12,6 +11,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from console.inventory import Inventory
 from console.transport.base import HostState, HostStatus
+from console.ui import formatting
 from console.ui.widgets.host_table import HostTable
 
 AGE_REFRESH_S = 1.0
@@ -35,6 +35,7 @@ class HostsScreen(Screen[None]):
         super().__init__(name="hosts")
         self.inventory = inventory
         self._clock = clock
+        self._before_compose: list[HostStatus] = []
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -47,7 +48,15 @@ class HostsScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.set_interval(AGE_REFRESH_S, self.table.refresh_ages)
+        self.set_interval(AGE_REFRESH_S, self._tick)
+        if self._before_compose:
+            early, self._before_compose = self._before_compose, []
+            self.apply_statuses(early)
+
+    def _tick(self) -> None:
+        self.table.refresh_ages()
+        self.query_one("#hosts-summary", Static).update(self._summary())
+        self._show_detail(self.table.selected_host)
 
     @property
     def table(self) -> HostTable:
@@ -55,16 +64,18 @@ class HostsScreen(Screen[None]):
 
     def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
         """A batch of host status changes: rows, the summary and the detail line follow."""
+        if not self.query(HostTable):
+            self._before_compose.extend(statuses)
+            return
         self.table.apply(statuses)
         self.query_one("#hosts-summary", Static).update(self._summary())
         self._show_detail(self.table.selected_host)
 
     def _summary(self) -> str:
         total = len(self.inventory.hosts)
-        if not self.is_mounted:
-            counts: Counter[str] = Counter()
-        else:
-            counts = Counter(s.state.value for s in self.table.statuses.values())
+        tables = self.query(HostTable)
+        known = tables.first().statuses.values() if tables else ()
+        counts = Counter(s.state.value for s in known)
         waiting = total - sum(counts.values())
         parts = [f"{total} hosts"]
         for state in HostState:
@@ -82,8 +93,8 @@ class HostsScreen(Screen[None]):
         if status is None:
             detail.update(f"{name}: waiting for the first connection attempt" if name else "")
             return
-        since = datetime.fromtimestamp(status.since).strftime("%H:%M:%S")
-        text = f"{status.name}: {status.state.value} since {since}"
+        changed = formatting.ago(status.since, self._clock())
+        text = f"{status.name}: {status.state.value} (changed {changed})"
         if status.reason:
             text += f" — {status.reason}"
         detail.update(text)

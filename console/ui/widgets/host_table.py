@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from rich.text import Text
 from textual.theme import Theme
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from console.inventory import Host
 from console.transport.base import HostState, HostStatus
@@ -17,12 +18,13 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "Host"),
     ("address", "Address"),
     ("state", "State"),
-    ("reason", "Reason"),
     ("latency", "Latency"),
     ("last_seen", "Last seen"),
     ("tags", "Tags"),
+    # Last, so a narrow terminal cuts the reason (shown in full below the table) first.
+    ("reason", "Reason"),
 )
-REASON_WIDTH = 48
+REASON_MIN_WIDTH = 20
 
 
 class HostTable(DataTable[str | Text]):
@@ -39,21 +41,27 @@ class HostTable(DataTable[str | Text]):
         self._hosts = {h.name: h for h in hosts}
         self._clock = clock
         self.statuses: dict[str, HostStatus] = {}
+        self._rows_ready = False
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
-            self.add_column(label, key=key)
+            self.add_column(label, key=key, width=REASON_MIN_WIDTH if key == "reason" else None)
         for host in self._hosts.values():
             self.add_row(
                 host.name,
                 formatting.address(host),
                 self._state_text(HostState.CONNECTING),
-                "",
                 "-",
                 "never",
                 ", ".join(host.tags),
+                "",
                 key=host.name,
             )
+        self._rows_ready = True
+        # Statuses can arrive before the rows exist (a fast first batch); show them now.
+        now = self._clock()
+        for status in self.statuses.values():
+            self._write_row(status, now)
         self.app.theme_changed_signal.subscribe(self, self._recolour_states)
 
     def _state_text(self, state: HostState) -> Text:
@@ -67,14 +75,43 @@ class HostTable(DataTable[str | Text]):
             if status.name not in self._hosts:
                 continue
             self.statuses[status.name] = status
-            self._write_row(status, now)
+            if self._rows_ready:
+                self._write_row(status, now)
+        if self._rows_ready:
+            self.call_after_refresh(self.fit_reason_column)
+
+    @property
+    def _reason_width(self) -> int:
+        return self.columns[ColumnKey("reason")].width
+
+    def on_resize(self) -> None:
+        self.fit_reason_column()
+
+    def fit_reason_column(self) -> None:
+        """Give the reason column what the others leave, so the table needs no side scroll."""
+        if not self._rows_ready:
+            return
+        others = sum(
+            column.get_render_width(self)
+            for key, column in self.columns.items()
+            if key.value != "reason"
+        )
+        padding = 2 * self.cell_padding
+        width = max(REASON_MIN_WIDTH, self.scrollable_content_region.width - others - padding)
+        column = self.columns[ColumnKey("reason")]
+        if width == column.width:
+            return
+        column.width = width
+        for status in self.statuses.values():
+            self.update_cell(status.name, "reason", formatting.clip(status.reason, width))
+        # DataTable recomputes its virtual size only when told its dimensions changed.
+        self._require_update_dimensions = True
+        self.refresh()
 
     def _write_row(self, status: HostStatus, now: float) -> None:
         row = status.name
         self.update_cell(row, "state", self._state_text(status.state), update_width=True)
-        self.update_cell(
-            row, "reason", formatting.clip(status.reason, REASON_WIDTH), update_width=True
-        )
+        self.update_cell(row, "reason", formatting.clip(status.reason, self._reason_width))
         self.update_cell(row, "latency", formatting.latency(status.latency_ms), update_width=True)
         self.update_cell(row, "last_seen", self._last_seen(status, now), update_width=True)
 
@@ -86,11 +123,15 @@ class HostTable(DataTable[str | Text]):
 
     def refresh_ages(self) -> None:
         """Re-render the relative "last seen" times (called by a timer)."""
+        if not self._rows_ready:
+            return
         now = self._clock()
         for status in self.statuses.values():
             self.update_cell(status.name, "last_seen", self._last_seen(status, now))
 
     def _recolour_states(self, _theme: Theme) -> None:
+        if not self._rows_ready:
+            return
         for status in self.statuses.values():
             self.update_cell(status.name, "state", self._state_text(status.state))
 
