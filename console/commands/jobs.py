@@ -1,18 +1,105 @@
-"""`distconsole jobs` (placeholder until its issue lands: exits 2 saying so)."""
+"""``distconsole jobs HOSTS [--json]``: the jobs started on an inventory's hosts.
+
+Jobs the history still lists as starting, running or lost are re-attached first: each
+host's pgid and exit files are read, the job's policy is applied to what ended while
+no console watched (fail-fast, the PS rule), and the history is updated. Exit status
+0, or 1 when a host of an unfinished job could not be reached.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
+import time
+from collections.abc import Sequence
 from typing import Any
+
+from console import inventory as inventory_module
+from console.inventory import Inventory
+from console.jobs.history import JobHistory, JobRecord
+from console.jobs.models import JobState
+from console.jobs.runner import JobRunner
+from console.transport.pool import ClusterConnections
 
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("jobs", help="(not yet available)")
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser = sub.add_parser(
+        "jobs",
+        help="list the jobs started on these hosts (re-attaching to running ones)",
+        description="List the jobs started on an inventory's hosts: id, name, kind, state, "
+        "start time and hosts. Jobs still running are re-attached to and reconciled first.",
+    )
+    parser.add_argument("hosts", metavar="HOSTS", help="hosts.yaml (or a host file)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("distconsole jobs: not available yet in this build", file=sys.stderr)
-    return 2
+    inventory = inventory_module.load(args.hosts)
+    history = JobHistory()
+    unreachable = asyncio.run(reconcile(inventory, history))
+    records = history.records(inventory=inventory.path)
+    if args.json:
+        json.dump([r.summary() for r in records], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(records))
+    for message in unreachable:
+        print(f"distconsole jobs: {message}", file=sys.stderr)
+    return 1 if unreachable else 0
+
+
+async def reconcile(inventory: Inventory, history: JobHistory) -> list[str]:
+    """Re-attach to every unfinished job once; returns why some could not be checked."""
+    pending = history.unfinished(inventory.path)
+    if not pending:
+        return []
+    known = {h.name for h in inventory.hosts}
+    names = sorted({h for r in pending for h in r.hosts if h in known})
+    problems = []
+    pool = ClusterConnections(inventory.select(names))
+    try:
+        await pool.wait_settled()
+        runner = JobRunner(pool, inventory, history=history)
+        for record in pending:
+            missing = [h for h in record.hosts if h not in known]
+            if missing:
+                problems.append(f"{record.id}: hosts {', '.join(missing)} left the inventory")
+                continue
+            job = await runner.attach(record, watch=False)
+            if job.state is JobState.LOST:
+                problems.append(f"{record.id}: lost (a host is not reachable)")
+        await runner.close()
+    finally:
+        await pool.close()
+    return problems
+
+
+COLUMNS = ("ID", "NAME", "KIND", "STATE", "STARTED", "HOSTS")
+
+
+def render(records: Sequence[JobRecord]) -> str:
+    if not records:
+        return "no jobs\n"
+    rows = [
+        [
+            r.id,
+            r.name,
+            r.kind.value,
+            r.state.value,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
+            ",".join(r.hosts),
+        ]
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in [list(COLUMNS), *rows]) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    for r in records:
+        if r.failure and r.state is JobState.FAILED:
+            lines.append(f"{r.id}: {r.failure.splitlines()[0]}")
+    return "\n".join(lines) + "\n"

@@ -1,18 +1,218 @@
-"""`distconsole launch` (placeholder until its issue lands: exits 2 saying so)."""
+"""``distconsole launch HOSTS --kind KIND [options] -- PROGRAM [ARGS...]``.
+
+Plans the job (a free master port picked on the master host when none is given), runs
+the pre-flight checks, starts every process detached on its host and streams their
+output, each line prefixed with its host and rank, until the job ends. Exit status:
+0 succeeded, 1 failed (or refused), 2 bad input, 130 interrupted (the job was stopped
+on every host first). ``--detach`` prints the job id once it runs and returns.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import signal
 import sys
 from typing import Any
 
+from console import inventory as inventory_module
+from console.commands.job_options import cli_error, register_job_command, spec_from_args
+from console.errors import JobSpecError
+from console.inventory import Inventory
+from console.jobs import remote_ops
+from console.jobs.history import JobHistory
+from console.jobs.models import JobPlan, JobState
+from console.jobs.placement import place, select_hosts
+from console.jobs.preflight import preflight_plan
+from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
+from console.jobs.spec import JobSpec
+from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
+from console.logs.models import rank_key, rank_label
+from console.logs.prefixes import context_for
+from console.transport.base import HostConnection
+from console.transport.pool import ClusterConnections
+
+DRAIN_AFTER_END_S = 3.0  # how long output may still arrive once the job has ended
+
 
 def register(sub: Any) -> None:
-    parser = sub.add_parser("launch", help="(not yet available)")
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
-    parser.set_defaults(func=run)
+    register_job_command(
+        sub,
+        "launch",
+        help="start a job on its hosts and stream its output until it ends",
+        run=run,
+        extra=add_launch_options,
+    )
+
+
+def grace_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--grace: {text!r} is not a number of seconds") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"--grace: must be 0..3600 seconds, got {text}")
+    return value
+
+
+def add_launch_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--detach", action="store_true", help="print the job id once it runs and return"
+    )
+    parser.add_argument(
+        "--skip-preflight", action="store_true", help="start even if pre-flight checks fail"
+    )
+    parser.add_argument(
+        "--grace",
+        type=grace_seconds,
+        default=DEFAULT_GRACE_S,
+        metavar="S",
+        help=f"seconds between SIGTERM and SIGKILL when stopping (default {DEFAULT_GRACE_S:g})",
+    )
+
+
+def say(message: str) -> None:
+    print(f"distconsole: {message}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("distconsole launch: not available yet in this build", file=sys.stderr)
-    return 2
+    try:
+        spec = spec_from_args(args)
+        inventory = inventory_module.load(args.inventory)
+        try:
+            hosts = select_hosts(spec, inventory)
+        except JobSpecError as exc:
+            raise cli_error(exc) from None
+    except JobSpecError as exc:
+        print(f"distconsole launch: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(launch(args, spec, inventory, tuple(h.name for h in hosts)))
+
+
+async def launch(
+    args: argparse.Namespace, spec: JobSpec, inventory: Inventory, host_names: tuple[str, ...]
+) -> int:
+    pool = ClusterConnections(inventory.select(list(host_names)))
+    try:
+        await pool.wait_settled()
+        runner = JobRunner(pool, inventory, history=JobHistory(), grace_s=args.grace)
+        runner.require_up(host_names, what="the job")
+        try:
+            plan = await runner.prepare(spec)
+        except JobSpecError as exc:
+            print(f"distconsole launch: {cli_error(exc)}", file=sys.stderr)
+            return 2
+        for warning in plan.warnings:
+            say(f"warning: {warning}")
+        if args.skip_preflight:
+            say("pre-flight skipped (--skip-preflight)")
+        else:
+            slots = {ph.name: ph.slots for ph in place(spec, inventory, plan.job_id).hosts}
+            report = await preflight_plan(
+                pool, plan, inventory, slots=slots, interface=spec.interface
+            )
+            for finding in report.warnings:
+                say(finding.line())
+            report.raise_if_failed()
+        job = await runner.launch(plan)
+        say(f"job {job.id} running: {describe_processes(job)}")
+        if args.detach:
+            print(job.id, flush=True)
+            return 0
+        return await watch(runner, job)
+    finally:
+        await pool.close()
+
+
+def describe_processes(job: Job) -> str:
+    return ", ".join(f"{p.host}:{p.name} (pgid {p.pgid})" for p in job.processes.values())
+
+
+async def watch(runner: JobRunner, job: Job) -> int:
+    """Stream output until the job ends; Ctrl-C (or SIGTERM) stops it everywhere."""
+    loop = asyncio.get_running_loop()
+    interrupted = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, interrupted.set)
+    lost = asyncio.Event()
+
+    async def note_lost() -> None:
+        async for event in job.events():
+            if event.state is JobState.LOST:
+                say(event.message or "a host of the job went away")
+                lost.set()
+
+    streamer = asyncio.create_task(stream_output(job, runner.connections))
+    lost_task = asyncio.create_task(note_lost())
+    ended = asyncio.create_task(job.wait())
+    stop_asked = asyncio.create_task(interrupted.wait())
+    lost_wait = asyncio.create_task(lost.wait())
+    try:
+        await asyncio.wait({ended, stop_asked, lost_wait}, return_when=asyncio.FIRST_COMPLETED)
+        if stop_asked.done() and not job.finished:
+            say(f"interrupted: stopping job {job.id} on every host")
+            report = await runner.stop(job)
+            say(report.describe())
+            return 130
+        if lost_wait.done() and not job.finished:
+            say(f"job {job.id} is lost; `distconsole jobs` re-attaches once the host is back")
+            return 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(streamer), DRAIN_AFTER_END_S)
+        return report_end(job)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        for task in (streamer, lost_task, ended, stop_asked, lost_wait):
+            task.cancel()
+        await asyncio.gather(
+            streamer, lost_task, ended, stop_asked, lost_wait, return_exceptions=True
+        )
+
+
+def report_end(job: Job) -> int:
+    if job.state is JobState.SUCCEEDED:
+        say(f"job {job.id} succeeded")
+    else:
+        say(f"job {job.id} {job.state.value}")
+        if job.failure is not None:
+            print(job.failure.describe(), file=sys.stderr)
+    if job.stop_report is not None and not job.stop_report.clean:
+        print(job.stop_report.describe(), file=sys.stderr)
+    return 0 if job.state is JobState.SUCCEEDED else 1
+
+
+def follow_targets(plan: JobPlan) -> list[FollowTarget]:
+    """Per host: every process's own output files (torchrun and mpirun put their ranks'
+    prefixed lines there), done once all the host's exit files exist."""
+    targets = []
+    for host in dict.fromkeys(ln.host for ln in plan.launches):
+        job_dir = remote_ops.host_job_dir(plan, host)
+        files = []
+        markers = []
+        for launch in plan.launches:
+            if launch.host != host:
+                continue
+            for log in remote_ops.own_log_files(launch, job_dir):
+                files.append(context_for(plan.job_id, host, log, launch))
+            markers.append(f"{job_dir}/{remote_ops.process_name(launch)}.exit")
+        targets.append(
+            FollowTarget(plan.job_id, host, files=tuple(files), done_markers=tuple(markers))
+        )
+    return targets
+
+
+async def stream_output(job: Job, connections: Any) -> None:
+    followers = []
+    for target in follow_targets(job.plan):
+        conn: HostConnection = connections[target.host]
+        followers.append(HostLogFollower(conn, target))
+    async for batch in follow_hosts(followers):
+        for line in batch.lines:
+            label = rank_label(rank_key(line))
+            print(f"[{line.host} {label}] {line.text}", flush=False)
+        for note in batch.notes:
+            if note.kind in ("error", "disconnected"):
+                say(f"{note.host}: log follower {note.kind} {note.message}".rstrip())
+        sys.stdout.flush()

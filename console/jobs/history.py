@@ -1,0 +1,258 @@
+"""Job history: one SQLite file in the user data directory.
+
+``DISTCONSOLE_DATA_DIR`` overrides the directory (tests point it at a temporary one).
+The plan is stored whole (JSON), so a later process can re-attach to a job from its
+row alone: the plan says which hosts, which processes and where their files are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from console.errors import JobError
+from console.jobs.models import JobKind, JobPlan, JobState, LogFile, RankLaunch, Upload
+
+DATA_DIR_ENV = "DISTCONSOLE_DATA_DIR"
+DB_NAME = "jobs.sqlite3"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL,
+    hosts TEXT NOT NULL,
+    inventory TEXT NOT NULL,
+    fail_fast INTEGER NOT NULL DEFAULT 1,
+    plan TEXT NOT NULL,
+    failure TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_by_inventory ON jobs (inventory, started);
+"""
+
+
+def data_dir() -> Path:
+    override = os.environ.get(DATA_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_data_dir("distconsole", appauthor=False))
+
+
+def inventory_key(path: str) -> str:
+    """How the history names an inventory: its absolute path (same file, any cwd)."""
+    return str(Path(path).expanduser().resolve())
+
+
+def plan_to_json(plan: JobPlan) -> str:
+    return json.dumps(asdict(plan), sort_keys=True)
+
+
+def plan_from_json(text: str) -> JobPlan:
+    data: dict[str, Any] = json.loads(text)
+    launches = tuple(
+        RankLaunch(
+            host=item["host"],
+            role=item["role"],
+            index=int(item["index"]),
+            argv=tuple(item["argv"]),
+            env=dict(item["env"]),
+            cwd=item["cwd"],
+            log_paths=tuple(LogFile(**log) for log in item["log_paths"]),
+            ranks=tuple(item.get("ranks", ())),
+        )
+        for item in data["launches"]
+    )
+    return JobPlan(
+        job_id=data["job_id"],
+        name=data["name"],
+        kind=JobKind(data["kind"]),
+        world_size=int(data["world_size"]),
+        launches=launches,
+        job_dirs=dict(data["job_dirs"]),
+        master_addr=data.get("master_addr"),
+        master_port=data.get("master_port"),
+        total_steps=data.get("total_steps"),
+        steps_per_rank=data.get("steps_per_rank"),
+        steps_dropped=data.get("steps_dropped"),
+        hosts_involved=tuple(data.get("hosts_involved", ())),
+        warnings=tuple(data.get("warnings", ())),
+        uploads=tuple(Upload(**u) for u in data.get("uploads", ())),
+        fail_fast=bool(data.get("fail_fast", True)),
+    )
+
+
+def plan_hosts(plan: JobPlan) -> tuple[str, ...]:
+    """Every host the job touches, in plan order (launch hosts first)."""
+    seen: dict[str, None] = {}
+    for launch in plan.launches:
+        seen.setdefault(launch.host, None)
+    for host in plan.hosts_involved:
+        seen.setdefault(host, None)
+    return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    id: str
+    name: str
+    kind: JobKind
+    state: JobState
+    started: float
+    ended: float | None
+    hosts: tuple[str, ...]
+    inventory: str
+    fail_fast: bool
+    plan: JobPlan
+    failure: str | None
+
+    def summary(self) -> dict[str, Any]:
+        """The fields ``distconsole jobs --json`` prints."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind.value,
+            "state": self.state.value,
+            "started": self.started,
+            "ended": self.ended,
+            "hosts": list(self.hosts),
+            "failure": self.failure,
+        }
+
+
+class JobHistory:
+    """The jobs table. Every call opens its own short transaction (several processes —
+    the console and CLI commands — may share the file)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or data_dir() / DB_NAME
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise JobError(f"job history {self.path}: {exc}") from exc
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        with closing(sqlite3.connect(self.path, timeout=10.0)) as db, db:
+            yield db
+
+    def add(
+        self,
+        plan: JobPlan,
+        *,
+        inventory: str,
+        state: JobState = JobState.STARTING,
+        started: float | None = None,
+    ) -> JobRecord:
+        record = JobRecord(
+            id=plan.job_id,
+            name=plan.name,
+            kind=plan.kind,
+            state=state,
+            started=time.time() if started is None else started,
+            ended=None,
+            hosts=plan_hosts(plan),
+            inventory=inventory_key(inventory),
+            fail_fast=plan.fail_fast,
+            plan=plan,
+            failure=None,
+        )
+        with self._db() as db:
+            db.execute(
+                "INSERT INTO jobs (id, name, kind, state, started, ended, hosts, inventory,"
+                " fail_fast, plan, failure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.name,
+                    record.kind.value,
+                    record.state.value,
+                    record.started,
+                    None,
+                    json.dumps(list(record.hosts)),
+                    record.inventory,
+                    int(record.fail_fast),
+                    plan_to_json(plan),
+                    None,
+                ),
+            )
+        return record
+
+    def set_state(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        failure: str | None = None,
+        ended: float | None = None,
+    ) -> None:
+        if ended is None and (state.finished or state is JobState.LOST):
+            ended = time.time()
+        with self._db() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, ended = COALESCE(?, ended),"
+                " failure = COALESCE(?, failure) WHERE id = ?",
+                (state.value, ended, failure, job_id),
+            )
+
+    def get(self, job_id: str) -> JobRecord:
+        with self._db() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise JobError(f"no job {job_id!r} in the history ({self.path})")
+        return _record(row)
+
+    def records(
+        self, *, inventory: str | None = None, states: Sequence[JobState] | None = None
+    ) -> list[JobRecord]:
+        """Newest first; optionally only one inventory's jobs and only some states."""
+        query = "SELECT * FROM jobs"
+        where: list[str] = []
+        params: list[Any] = []
+        if inventory is not None:
+            where.append("inventory = ?")
+            params.append(inventory_key(inventory))
+        if states:
+            where.append("state IN ({})".format(", ".join("?" for _ in states)))
+            params += [s.value for s in states]
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        query += " ORDER BY started DESC"
+        with self._db() as db:
+            rows = db.execute(query, params).fetchall()
+        return [_record(row) for row in rows]
+
+    def unfinished(self, inventory: str | None = None) -> list[JobRecord]:
+        """Jobs that may still have processes on their hosts (to re-attach to)."""
+        return self.records(
+            inventory=inventory, states=(JobState.STARTING, JobState.RUNNING, JobState.LOST)
+        )
+
+
+def _record(row: tuple[Any, ...]) -> JobRecord:
+    (job_id, name, kind, state, started, ended, hosts, inventory, fail_fast, plan, failure) = row
+    return JobRecord(
+        id=job_id,
+        name=name,
+        kind=JobKind(kind),
+        state=JobState(state),
+        started=float(started),
+        ended=None if ended is None else float(ended),
+        hosts=tuple(json.loads(hosts)),
+        inventory=inventory,
+        fail_fast=bool(fail_fast),
+        plan=plan_from_json(plan),
+        failure=failure,
+    )

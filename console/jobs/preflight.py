@@ -1,0 +1,334 @@
+"""Pre-flight: what would make a launch fail on its hosts, found before anything starts.
+
+Checks (one probe per host, all hosts at once): the master port is free on the master
+host, the network interface exists on every host, the launcher programs are found,
+the requested GPUs are present, GPUs already busy with other processes (warning), and
+the same Python / torch (/ horovod) versions on every host. ``errors`` stop a launch
+(unless overridden with ``--skip-preflight``); ``warnings`` are shown and let it go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from console.errors import JobSpecError, PreflightError, TransportError
+from console.inventory import Host, Inventory
+from console.jobs.models import JobKind, JobPlan
+from console.jobs.remote_ops import with_setup
+from console.transport.base import HostConnection, HostState
+
+PROBE_TIMEOUT_S = 60.0
+Severity = Literal["error", "warning"]
+
+
+@cache
+def probe_source() -> str:
+    return resources.files("console.jobs.remote").joinpath("probe.py").read_text()
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str  # "host", "port", "interface", "program", "gpus", "gpu-busy", "versions"
+    severity: Severity
+    message: str  # says what is wrong and what to do
+    host: str | None = None
+
+    def line(self) -> str:
+        tag = "FAIL" if self.severity == "error" else "WARN"
+        where = f"{self.host}: " if self.host else ""
+        return f"{tag} [{self.check}] {where}{self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightReport:
+    findings: tuple[Finding, ...]
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checked: tuple[str, ...] = ()  # names of the checks that ran
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "warning")
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def describe(self) -> str:
+        lines = [f.line() for f in self.findings]
+        hosts = len(self.probes)
+        verdict = "passed" if self.ok else f"failed ({len(self.errors)} problem(s))"
+        lines.append(f"pre-flight {verdict}: {', '.join(self.checked)} checked on {hosts} host(s)")
+        return "\n".join(lines)
+
+    def raise_if_failed(self) -> None:
+        if not self.ok:
+            raise PreflightError(
+                "pre-flight failed; nothing was started:\n"
+                + "\n".join(f.line() for f in self.errors)
+                + "\nfix the above, or launch with --skip-preflight to start anyway"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class HostRequest:
+    """What one host must offer for the job."""
+
+    host: Host
+    port: int | None = None  # must be free (the master host only)
+    interface: str | None = None
+    programs: tuple[str, ...] = ()
+    gpus: int = 0  # GPUs (slots) the job puts there; 0: not checked
+
+
+async def probe_host(
+    conn: HostConnection, request: HostRequest, packages: Sequence[str]
+) -> dict[str, Any]:
+    args = {
+        "port": request.port,
+        "programs": list(request.programs),
+        "packages": list(packages),
+    }
+    command = shlex.join([request.host.python, "-c", probe_source(), json.dumps(args)])
+    result = await conn.run(with_setup(request.host, command), timeout=PROBE_TIMEOUT_S)
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith("{"):
+            data: dict[str, Any] = json.loads(line)
+            return data
+    detail = (result.stderr.strip() or result.stdout.strip())[-500:]
+    raise TransportError(
+        f"the probe did not run with {request.host.python} (status {result.exit_status}): {detail}"
+    )
+
+
+async def run_preflight(
+    connections: Mapping[str, HostConnection] | Any,
+    requests: Sequence[HostRequest],
+    *,
+    packages: Sequence[str] = ("torch",),
+    required: Sequence[str] = (),
+) -> PreflightReport:
+    """Probe every requested host at once and judge the answers (see module doc).
+
+    ``packages`` are compared across hosts; ``required`` ones must be installed.
+    """
+    findings: list[Finding] = []
+    probes: dict[str, dict[str, Any]] = {}
+    live: list[HostRequest] = []
+    for req in requests:
+        status = connections[req.host.name].status
+        if status.state is HostState.UP:
+            live.append(req)
+        else:
+            reason = f" ({status.reason})" if status.reason else ""
+            findings.append(
+                Finding(
+                    "host",
+                    "error",
+                    f"is {status.state.value}{reason}; bring it back or leave it out of the job",
+                    req.host.name,
+                )
+            )
+    outcomes = await asyncio.gather(
+        *(probe_host(connections[r.host.name], r, packages) for r in live),
+        return_exceptions=True,
+    )
+    for req, outcome in zip(live, outcomes, strict=True):
+        name = req.host.name
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            findings.append(Finding("host", "error", f"probe failed: {outcome}", name))
+            continue
+        probes[name] = outcome
+        findings += _judge_host(req, outcome, required)
+    findings += _compare_versions(probes, packages)
+    checked = ["hosts", "versions", "gpus"]
+    if any(r.port for r in requests):
+        checked.insert(1, "master port")
+    if any(r.interface for r in requests):
+        checked.insert(1, "interface")
+    if any(r.programs for r in requests):
+        checked.insert(1, "programs")
+    return PreflightReport(tuple(findings), probes, tuple(checked))
+
+
+def _judge_host(req: HostRequest, probe: dict[str, Any], required: Sequence[str]) -> list[Finding]:
+    name = req.host.name
+    found: list[Finding] = []
+    if req.port is not None and probe.get("port_free") is False:
+        found.append(
+            Finding(
+                "port",
+                "error",
+                f"master port {req.port} is in use ({probe.get('port_error') or 'bind failed'}); "
+                "choose another with --master-port (or leave it out to get a free one)",
+                name,
+            )
+        )
+    if req.interface and req.interface not in probe.get("interfaces", []):
+        have = ", ".join(probe.get("interfaces", [])) or "none"
+        found.append(
+            Finding(
+                "interface",
+                "error",
+                f"network interface {req.interface} not found (it has {have}); "
+                "set --interface or the host's interface in the inventory",
+                name,
+            )
+        )
+    for program, path in probe.get("programs", {}).items():
+        if path is None:
+            found.append(
+                Finding(
+                    "program",
+                    "error",
+                    f"{program} not found on PATH after the host's setup line "
+                    f"({req.host.setup or 'none'}); install it or fix setup in the inventory",
+                    name,
+                )
+            )
+    for package in required:
+        if probe.get("packages", {}).get(package) is None:
+            found.append(
+                Finding(
+                    "versions",
+                    "error",
+                    f"{package} is not installed for {probe.get('executable')}; install it or "
+                    "fix the host's setup / python in the inventory",
+                    name,
+                )
+            )
+    present = probe.get("gpus")
+    if req.host.gpu_source == "simulated" and isinstance(req.host.gpus, int):
+        present = req.host.gpus
+    if req.gpus:
+        if present:
+            if req.gpus > present:
+                found.append(
+                    Finding(
+                        "gpus",
+                        "error",
+                        f"{req.gpus} GPUs requested but {present} present; "
+                        f"lower --gpus-per-host to {present} or fewer",
+                        name,
+                    )
+                )
+        else:
+            found.append(
+                Finding(
+                    "gpus",
+                    "warning",
+                    f"no NVIDIA GPU found ({probe.get('gpu_error') or 'none listed'}); "
+                    f"its {req.gpus} rank(s) will run on CPU",
+                    name,
+                )
+            )
+    busy = probe.get("gpu_processes", [])
+    if busy:
+        listing = ", ".join(f"pid {p['pid']} {p['name']} ({p['used_mib']} MiB)" for p in busy)
+        found.append(
+            Finding("gpu-busy", "warning", f"GPUs already used by other processes: {listing}", name)
+        )
+    return found
+
+
+def _compare_versions(probes: dict[str, dict[str, Any]], packages: Sequence[str]) -> list[Finding]:
+    found: list[Finding] = []
+    what: dict[str, dict[str, str]] = {"python": {}}
+    for host, probe in probes.items():
+        what["python"][host] = str(probe.get("python"))
+        for package in packages:
+            version = probe.get("packages", {}).get(package)
+            what.setdefault(package, {})[host] = "not installed" if version is None else version
+    for name, by_host in what.items():
+        if len(set(by_host.values())) > 1:
+            listing = ", ".join(f"{h} {v}" for h, v in by_host.items())
+            found.append(
+                Finding(
+                    "versions",
+                    "error",
+                    f"{name} differs across hosts ({listing}); install the same version "
+                    "everywhere (or point each host's setup at the same environment)",
+                )
+            )
+    return found
+
+
+LAUNCHERS = {JobKind.DDP: "torchrun", JobKind.MPI: "mpirun", JobKind.HOROVOD: "horovodrun"}
+REQUIRED = {JobKind.DDP: ("torch",), JobKind.HOROVOD: ("horovod",)}
+
+
+def plan_requests(
+    plan: JobPlan, inventory: Inventory, slots: Mapping[str, int], interface: str | None
+) -> list[HostRequest]:
+    """What each host of ``plan`` must offer; ``slots`` are ranks per host (GPUs)."""
+    master = plan.launches[0].host if plan.launches else None
+    hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
+    requests = []
+    for name in hosts:
+        host = inventory.get(name)
+        programs = tuple(
+            dict.fromkeys(ln.argv[0] for ln in plan.launches if ln.host == name and ln.argv)
+        )
+        gpus = 0 if plan.kind is JobKind.PS else slots.get(name, 0)
+        requests.append(
+            HostRequest(
+                host=host,
+                port=plan.master_port if name == master and plan.kind is JobKind.DDP else None,
+                interface=interface or host.interface,
+                programs=programs,
+                gpus=gpus,
+            )
+        )
+    return requests
+
+
+async def preflight_plan(
+    connections: Any,
+    plan: JobPlan,
+    inventory: Inventory,
+    *,
+    slots: Mapping[str, int],
+    interface: str | None = None,
+) -> PreflightReport:
+    """Pre-flight for a planned job (the launch path)."""
+    if not plan.launches:
+        raise JobSpecError("hosts", "the plan starts no process")
+    packages = ["torch"] + (["horovod"] if plan.kind is JobKind.HOROVOD else [])
+    return await run_preflight(
+        connections,
+        plan_requests(plan, inventory, slots, interface),
+        packages=packages,
+        required=REQUIRED.get(plan.kind, ()),
+    )
+
+
+async def preflight_hosts(
+    connections: Any,
+    hosts: Sequence[Host],
+    *,
+    master_port: int | None = None,
+    interface: str | None = None,
+) -> PreflightReport:
+    """``distconsole check HOSTS --preflight``: the checks that need no job."""
+    requests = [
+        HostRequest(
+            host=h,
+            port=master_port if i == 0 else None,
+            interface=interface or h.interface,
+            gpus=h.gpus if isinstance(h.gpus, int) else 0,
+        )
+        for i, h in enumerate(hosts)
+    ]
+    return await run_preflight(connections, requests)

@@ -1,0 +1,354 @@
+"""The job helper the runner sends to a host (``python3 -c <this file> OP JSON``).
+
+Standard library only and runnable by any Python >= 3.7 on the host, because nothing of
+distconsole is installed there. One file holds every operation so the process-table
+helpers are shared:
+
+- ``start``: create the job directory, write uploads and per-process wrappers, start each
+  wrapper in its own session (pgid == wrapper pid) and record the pgid; the payload
+  comes on stdin (it can be larger than one argument may be).
+- ``watch``: long-lived; print one JSON line per process when it is running and when it
+  has ended (its ``.exit`` file, or its group vanished without one). Exits when every
+  process has ended or its stdin reaches EOF (the console went away).
+- ``inspect``: one-shot version of ``watch`` for re-attaching.
+- ``stop``: SIGTERM every process group of the job plus every process that carries the
+  job's marker variable (torchrun puts its workers in sessions of their own), SIGKILL
+  after the grace period, then report what is left.
+- ``follow``: long-lived; stream new lines of several files as ``index<TAB>line`` until
+  the given groups have ended and the files are drained, or stdin reaches EOF.
+- ``free-port``: print a TCP port nobody listens on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+MARKER = "DISTCONSOLE_JOB_ID"
+
+
+def emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def live_processes() -> list[tuple[int, int, str]]:
+    """(pid, pgid, state) of every process except zombies (they are already dead)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = read_text("/proc/" + entry + "/stat")
+        if not stat:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) < 3 or fields[0] in ("Z", "X"):
+            continue
+        found.append((int(entry), int(fields[2]), fields[0]))
+    return found
+
+
+def marked_pids(job_id: str) -> list[int]:
+    """Processes (readable by this user) whose environment carries the job's marker."""
+    wanted = (MARKER + "=" + job_id).encode()
+    me = os.getpid()
+    pids = []
+    for pid, _pgid, _state in live_processes():
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                entries = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if wanted in entries:
+            pids.append(pid)
+    return pids
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return "?"
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+
+
+def job_pgids(job_dir: str, names: list[str]) -> dict[str, int]:
+    found = {}
+    for name in names:
+        text = read_text(os.path.join(job_dir, name + ".pgid"))
+        if text and text.isdigit():
+            found[name] = int(text)
+    return found
+
+
+def exit_status(job_dir: str, name: str) -> int | None:
+    text = read_text(os.path.join(job_dir, name + ".exit"))
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def op_start(args: dict[str, Any]) -> None:
+    payload = json.loads(sys.stdin.read())
+    job_dir = os.path.expanduser(payload["job_dir"])
+    os.makedirs(job_dir, exist_ok=True)
+    for upload in payload.get("uploads", []):
+        path = os.path.expanduser(upload["path"])
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(base64.b64decode(upload["data"]))
+        os.chmod(path, int(upload.get("mode", 0o644)))
+    for directory in payload.get("dirs", []):
+        os.makedirs(os.path.expanduser(directory), exist_ok=True)
+    shell = shutil.which("bash") or "/bin/sh"
+    pgids = {}
+    for proc in payload["processes"]:
+        name = proc["name"]
+        wrapper = os.path.join(job_dir, name + ".sh")
+        write_atomic(wrapper, proc["script"], 0o700)
+        child = subprocess.Popen(
+            [shell, wrapper],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=job_dir,
+            close_fds=True,
+            start_new_session=True,
+        )
+        # The wrapper leads its own session, so its pid is the group every
+        # process it starts (unless one starts a session of its own) belongs to.
+        write_atomic(os.path.join(job_dir, name + ".pgid"), f"{child.pid}\n")
+        pgids[name] = child.pid
+    emit({"pgids": pgids, "job_dir": job_dir})
+
+
+def process_report(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
+    status = exit_status(job_dir, name)
+    if status is not None:
+        return {"proc": name, "exit": status, "pgid": pgid}
+    if pgid is None:
+        return {"proc": name, "missing": True}
+    if pgid in alive:
+        return {"proc": name, "running": True, "pgid": pgid}
+    # The group ended between reading the exit file and the process table.
+    status = exit_status(job_dir, name)
+    return {"proc": name, "exit": status, "pgid": pgid, "gone": status is None}
+
+
+def op_inspect(args: dict[str, Any]) -> None:
+    job_dir = os.path.expanduser(args["job_dir"])
+    names = args["names"]
+    pgids = job_pgids(job_dir, names)
+    alive = {pgid for _pid, pgid, _state in live_processes()}
+    reports = [process_report(job_dir, n, pgids.get(n), alive) for n in names]
+    emit({"processes": reports, "marked": len(marked_pids(args["job_id"]))})
+
+
+def stdin_closed(timeout: float) -> bool:
+    """Sleep up to ``timeout``; True when stdin reached EOF (the console went away)."""
+    ready, _w, _x = select.select([sys.stdin], [], [], timeout)
+    if ready:
+        return not os.read(sys.stdin.fileno(), 4096)
+    return False
+
+
+def op_watch(args: dict[str, Any]) -> None:
+    job_dir = os.path.expanduser(args["job_dir"])
+    interval = float(args.get("interval", 0.2))
+    pending = list(args["names"])
+    running: set[str] = set()
+    last = time.time()
+    missing_since: dict[str, float] = {}
+    while pending:
+        pgids = job_pgids(job_dir, pending)
+        alive = {pgid for _pid, pgid, _state in live_processes()}
+        for name in list(pending):
+            report = process_report(job_dir, name, pgids.get(name), alive)
+            if report.get("running"):
+                if name not in running:
+                    running.add(name)
+                    emit(report)
+                continue
+            if report.get("missing"):
+                # The start may still be writing the pgid file; give it a moment.
+                first = missing_since.setdefault(name, time.time())
+                if time.time() - first < 5:
+                    continue
+            emit(report)
+            pending.remove(name)
+            last = time.time()
+        if time.time() - last > 2:
+            emit({"beat": time.time()})  # a dead channel makes this write fail
+            last = time.time()
+        if pending and stdin_closed(interval):
+            return
+    emit({"done": True})
+
+
+def op_stop(args: dict[str, Any]) -> None:
+    job_dir = os.path.expanduser(args["job_dir"])
+    job_id = args["job_id"]
+    grace = float(args.get("grace", 10.0))
+    names = args.get("names", [])
+    if os.path.isdir(job_dir):
+        names = sorted(
+            set(names) | {f[: -len(".pgid")] for f in os.listdir(job_dir) if f.endswith(".pgid")}
+        )
+    groups = set(job_pgids(job_dir, names).values())
+    me = os.getpgrp()
+    groups.discard(me)
+
+    def remaining() -> list[int]:
+        marked = set(marked_pids(job_id))
+        return sorted(
+            pid for pid, pgid, _state in live_processes() if pgid in groups or pid in marked
+        )
+
+    def signal_all(sig: int) -> int:
+        sent = 0
+        for pgid in sorted(groups):
+            try:
+                os.killpg(pgid, sig)
+                sent += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in marked_pids(job_id):
+            try:
+                pgid = os.getpgid(pid)
+                if pgid != me and pgid not in groups:
+                    # A marked process leading its own group (torchrun's workers): signal
+                    # the whole group so its children go with it.
+                    groups.add(pgid)
+                    os.killpg(pgid, sig)
+                else:
+                    os.kill(pid, sig)
+                sent += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        return sent
+
+    signal_all(signal.SIGTERM)
+    deadline = time.time() + grace
+    left = remaining()
+    while left and time.time() < deadline:
+        time.sleep(0.05)
+        left = remaining()
+    killed = 0
+    if left:
+        killed = signal_all(signal.SIGKILL)
+        deadline = time.time() + 3
+        while left and time.time() < deadline:
+            time.sleep(0.05)
+            left = remaining()
+    emit(
+        {
+            "remaining": [{"pid": pid, "cmd": command_line(pid)} for pid in left],
+            "killed": killed,
+        }
+    )
+
+
+def op_follow(args: dict[str, Any]) -> None:
+    paths = [os.path.expanduser(p) for p in args["paths"]]
+    groups = set(args.get("pgids", []))
+    interval = float(args.get("interval", 0.2))
+    offsets = [0] * len(paths)
+    partial = [b""] * len(paths)
+
+    def drain() -> bool:
+        got = False
+        for i, path in enumerate(paths):
+            try:
+                with open(path, "rb") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    if size < offsets[i]:
+                        offsets[i] = 0  # truncated or replaced: start again
+                    handle.seek(offsets[i])
+                    data = handle.read(1 << 20)
+            except OSError:
+                continue
+            if not data:
+                continue
+            got = True
+            offsets[i] += len(data)
+            lines = (partial[i] + data).split(b"\n")
+            partial[i] = lines.pop()
+            for line in lines:
+                sys.stdout.write(f"{i}\t{line.decode(errors='replace')}\n")
+        sys.stdout.flush()
+        return got
+
+    while True:
+        got = drain()
+        if groups and not got:
+            alive = {pgid for _pid, pgid, _state in live_processes()}
+            if not groups & alive:
+                drain()
+                break
+        if stdin_closed(0 if got else interval):
+            return
+    for i, rest in enumerate(partial):
+        if rest:
+            sys.stdout.write(f"{i}\t{rest.decode(errors='replace')}\n")
+    emit({"done": True})
+
+
+def op_free_port(args: dict[str, Any]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        emit({"port": sock.getsockname()[1]})
+
+
+OPS = {
+    "start": op_start,
+    "watch": op_watch,
+    "inspect": op_inspect,
+    "stop": op_stop,
+    "follow": op_follow,
+    "free-port": op_free_port,
+}
+
+
+def main() -> None:
+    op = sys.argv[1]
+    args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    try:
+        OPS[op](args)
+    except BrokenPipeError:
+        # The console closed the channel; nothing is left to tell.
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Pre-flight probe the console sends to a host (``python3 -c <this file> JSON``).
+
+Runs after the host's setup line, with the interpreter jobs will use, so the versions
+it reports are the ones the job will see. Standard library only; prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from typing import Any
+
+
+def package_version(name: str) -> str | None:
+    try:
+        from importlib import metadata
+    except ImportError:
+        return None
+    try:
+        return metadata.version(name)
+    except Exception:
+        return None
+
+
+def port_state(port: int) -> tuple[bool, str]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Servers (torch's TCPStore among them) set SO_REUSEADDR; match them so a socket
+    # lingering in TIME_WAIT does not count as "in use".
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("", port))
+        return True, ""
+    except OSError as exc:
+        return False, exc.strerror or str(exc)
+    finally:
+        sock.close()
+
+
+def gpu_state() -> dict[str, Any]:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {"gpus": None, "gpu_processes": [], "gpu_error": "nvidia-smi not found"}
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, timeout=20)
+        apps = subprocess.run(
+            [
+                smi,
+                "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"gpus": None, "gpu_processes": [], "gpu_error": str(exc)}
+    if listed.returncode != 0:
+        err = listed.stderr.decode(errors="replace").strip()
+        return {"gpus": 0, "gpu_processes": [], "gpu_error": err}
+    count = sum(1 for line in listed.stdout.decode().splitlines() if line.startswith("GPU "))
+    procs = []
+    for line in apps.stdout.decode(errors="replace").splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 4 and parts[1].isdigit():
+            procs.append(
+                {"gpu": parts[0], "pid": int(parts[1]), "name": parts[2], "used_mib": parts[3]}
+            )
+    return {"gpus": count, "gpu_processes": procs, "gpu_error": ""}
+
+
+def main() -> None:
+    args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    out: dict[str, Any] = {
+        "python": ".".join(str(v) for v in sys.version_info[:3]),
+        "executable": sys.executable,
+        "packages": {name: package_version(name) for name in args.get("packages", [])},
+        "programs": {name: shutil.which(name) for name in args.get("programs", [])},
+        "interfaces": sorted(name for _index, name in socket.if_nameindex()),
+        "hostname": socket.gethostname(),
+        "cwd_ok": {d: os.path.isdir(os.path.expanduser(d)) for d in args.get("dirs", [])},
+    }
+    if args.get("port"):
+        out["port_free"], out["port_error"] = port_state(int(args["port"]))
+    out.update(gpu_state())
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()

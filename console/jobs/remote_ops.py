@@ -1,0 +1,219 @@
+"""Command lines the runner sends to hosts: start, watch, inspect, stop, follow, tail.
+
+Every operation is ``python3 -c <jobctl.py> OP JSON`` (see ``remote/jobctl.py``): the
+arguments travel as one JSON word quoted with :func:`shlex.join`, so nothing the user
+typed is ever parsed by the remote shell. The per-process wrapper is the one place
+that is shell: it runs the host's ``setup`` line (a shell snippet by definition), then
+the program with every word quoted by :func:`console.jobs.paths.shell_join`.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from console.errors import JobError
+from console.inventory import Host
+from console.jobs.models import JobPlan, LogFile, RankLaunch
+from console.jobs.paths import (
+    process_stderr,
+    process_stdout,
+    shell_join,
+    shell_word,
+)
+
+MARKER_VAR = "DISTCONSOLE_JOB_ID"
+PROCESS_VAR = "DISTCONSOLE_PROCESS"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SETUP_FAILED = 126  # exit status recorded when the host's setup line fails
+CWD_FAILED = 127  # ... when the working directory cannot be entered
+
+
+@functools.cache
+def jobctl_source() -> str:
+    return resources.files("console.jobs.remote").joinpath("jobctl.py").read_text()
+
+
+def jobctl_command(host: Host, op: str, args: Mapping[str, Any] | None = None) -> str:
+    """``python3 -c SOURCE OP JSON`` for ``host``, fully quoted."""
+    argv = [host.python, "-c", jobctl_source(), op]
+    if args is not None:
+        argv.append(json.dumps(dict(args), separators=(",", ":")))
+    return shlex.join(argv)
+
+
+def with_setup(host: Host, command: str) -> str:
+    """``command`` run after the host's setup line (in bash, which setup lines assume)."""
+    if not host.setup:
+        return command
+    return shlex.join(["bash", "-c", f"{host.setup}\n{command}"])
+
+
+def process_name(launch: RankLaunch) -> str:
+    return f"{launch.role}-{launch.index}"
+
+
+def process_names(plan: JobPlan) -> dict[tuple[str, str], RankLaunch]:
+    """(host, name) -> launch; names are unique per host (they name the job's files)."""
+    names: dict[tuple[str, str], RankLaunch] = {}
+    for launch in plan.launches:
+        key = (launch.host, process_name(launch))
+        if key in names:
+            raise JobError(
+                f"plan {plan.job_id} starts two processes named {key[1]} on {key[0]}; "
+                "every (role, index) must be unique per host"
+            )
+        names[key] = launch
+    return names
+
+
+@dataclass(frozen=True, slots=True)
+class OwnOutput:
+    """Where a wrapper sends its program's stdout and stderr (None: stderr joins stdout)."""
+
+    stdout: str
+    stderr: str | None
+
+
+def own_output(launch: RankLaunch, job_dir: str) -> OwnOutput:
+    """The process's own output files; ``rank`` files are written by the launcher itself."""
+    own = [f for f in launch.log_paths if f.role != "rank"]
+    combined = [f for f in own if f.stream == "combined"]
+    if combined:
+        return OwnOutput(combined[0].path, None)
+    out = next((f.path for f in own if f.stream == "stdout"), None)
+    err = next((f.path for f in own if f.stream == "stderr"), None)
+    return OwnOutput(
+        out or process_stdout(job_dir, launch.role, launch.index),
+        err or process_stderr(job_dir, launch.role, launch.index),
+    )
+
+
+def host_job_dir(plan: JobPlan, host: str) -> str:
+    try:
+        return plan.job_dirs[host]
+    except KeyError:
+        raise JobError(f"plan {plan.job_id} has no job directory for {host}") from None
+
+
+def _parent(path: str) -> str:
+    head, _sep, _tail = path.rpartition("/")
+    return head or "/"
+
+
+def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) -> str:
+    """The bash script that runs one planned process and records how it ended."""
+    name = process_name(launch)
+    out = own_output(launch, job_dir)
+    exit_file = shell_word(f"{job_dir}/{name}.exit")
+    exit_tmp = shell_word(f"{job_dir}/{name}.exit.tmp")
+    redirect = f"exec >{shell_word(out.stdout)} " + (
+        "2>&1" if out.stderr is None else f"2>{shell_word(out.stderr)}"
+    )
+    lines = [
+        f"# distconsole job {job_id}: {name} on {host.name}",
+        redirect,
+        # A TERM to the whole group reaches the program too; the trap only keeps this
+        # shell alive long enough to record the program's status.
+        "trap 'distconsole_signalled=1' TERM INT HUP",
+        "distconsole_finish() {",
+        f'  printf "%s\\n" "$1" >{exit_tmp} && mv -f {exit_tmp} {exit_file}',
+        '  exit "$1"',
+        "}",
+        f"export {MARKER_VAR}={shlex.quote(job_id)}",
+        f"export {PROCESS_VAR}={shlex.quote(name)}",
+    ]
+    if host.setup:
+        lines += [
+            host.setup,
+            "distconsole_status=$?",
+            'if [ "$distconsole_status" -ne 0 ]; then',
+            f"  echo {shlex.quote('distconsole: the host setup line failed: ' + host.setup)}"
+            ' "(status $distconsole_status)" >&2',
+            f"  distconsole_finish {SETUP_FAILED}",
+            "fi",
+        ]
+    lines += [
+        f"cd -- {shell_word(launch.cwd)} || distconsole_finish {CWD_FAILED}",
+    ]
+    for key, value in launch.env.items():
+        if not ENV_NAME.match(key):
+            raise JobError(f"{launch.host}: {name}: {key!r} is not a valid environment name")
+        lines.append(f"export {key}={shlex.quote(value)}")
+    if not launch.argv:
+        raise JobError(f"{launch.host}: {name}: the plan gives no command to run")
+    lines += [
+        f"{shell_join(launch.argv)} </dev/null",
+        "distconsole_finish $?",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@functools.cache
+def bundled_file(resource: str) -> bytes:
+    return resources.files("console.examples").joinpath(resource).read_bytes()
+
+
+def start_payload(plan: JobPlan, host: Host, launches: Iterable[RankLaunch]) -> str:
+    """stdin for ``jobctl start`` on ``host``: uploads, directories and wrappers."""
+    job_dir = host_job_dir(plan, host.name)
+    uploads = [
+        {
+            "path": upload.path,
+            "data": base64.b64encode(bundled_file(upload.resource)).decode(),
+            "mode": 0o644,
+        }
+        for upload in plan.uploads
+        if upload.host == host.name
+    ]
+    dirs: set[str] = set()
+    processes = []
+    for launch in launches:
+        out = own_output(launch, job_dir)
+        dirs.add(_parent(out.stdout))
+        if out.stderr is not None:
+            dirs.add(_parent(out.stderr))
+        processes.append(
+            {
+                "name": process_name(launch),
+                "script": wrapper_script(host, plan.job_id, launch, job_dir),
+            }
+        )
+    return json.dumps(
+        {"job_dir": job_dir, "uploads": uploads, "dirs": sorted(dirs), "processes": processes}
+    )
+
+
+def own_log_files(launch: RankLaunch, job_dir: str) -> list[LogFile]:
+    """The process's own output as LogFiles (the plan's, else the default .out/.err)."""
+    own = [f for f in launch.log_paths if f.role != "rank"]
+    if own:
+        return own
+    out = own_output(launch, job_dir)
+    assert out.stderr is not None  # the defaults are always two files
+    return [
+        LogFile(out.stdout, "stdout", launch.role, index=launch.index),
+        LogFile(out.stderr, "stderr", launch.role, index=launch.index),
+    ]
+
+
+def tail_command(paths: Iterable[str], lines: int = 15) -> str:
+    """Last ``lines`` of each file (missing files are skipped quietly)."""
+    parts = [f"tail -n {int(lines)} -- {shell_word(p)} 2>/dev/null | sed 's/^/  /'" for p in paths]
+    return "; ".join(parts) if parts else "true"
+
+
+def tail_paths(launch: RankLaunch, job_dir: str) -> list[str]:
+    """Files that explain a failure: stderr (or combined output) of the process and ranks."""
+    out = own_output(launch, job_dir)
+    paths = [out.stderr if out.stderr is not None else out.stdout]
+    paths += [f.path for f in launch.log_paths if f.role == "rank" and f.stream != "stdout"]
+    return paths
