@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tag", dest="tags", action="append", default=None, help="check only hosts with a tag"
     )
+    parser.add_argument(
+        "--preflight",
+        action="store_true",
+        help="run the launch pre-flight checks instead (same Python/torch on every host, "
+        "interfaces, GPUs present and busy); exit 1 if one fails",
+    )
 
 
 def seconds(text: str) -> float:
@@ -205,6 +211,10 @@ def select_hosts(
 def run(args: argparse.Namespace) -> int:
     inventory = load(args.hosts_file)
     hosts = select_hosts(inventory, args.names, args.tags)
+    if args.preflight:
+        from console.jobs.preflight import check_command
+
+        return check_command(hosts, as_json=args.json)
     checks = asyncio.run(collect(hosts, args.timeout))
     if args.json:
         json.dump([c.to_json() for c in checks], sys.stdout, indent=2)

@@ -23,6 +23,7 @@ from console.inventory import Host, Inventory
 from console.jobs.models import JobKind, JobPlan
 from console.jobs.remote_ops import with_setup
 from console.transport.base import HostConnection, HostState
+from console.transport.pool import ClusterConnections
 
 PROBE_TIMEOUT_S = 60.0
 Severity = Literal["error", "warning"]
@@ -70,6 +71,17 @@ class PreflightReport:
         verdict = "passed" if self.ok else f"failed ({len(self.errors)} problem(s))"
         lines.append(f"pre-flight {verdict}: {', '.join(self.checked)} checked on {hosts} host(s)")
         return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "checked": list(self.checked),
+            "findings": [
+                {"check": f.check, "severity": f.severity, "host": f.host, "message": f.message}
+                for f in self.findings
+            ],
+            "hosts": self.probes,
+        }
 
     def raise_if_failed(self) -> None:
         if not self.ok:
@@ -332,3 +344,22 @@ async def preflight_hosts(
         for i, h in enumerate(hosts)
     ]
     return await run_preflight(connections, requests)
+
+
+async def _check_hosts(hosts: Sequence[Host]) -> PreflightReport:
+    pool = ClusterConnections(hosts)
+    try:
+        await pool.wait_settled()
+        return await preflight_hosts(pool, hosts)
+    finally:
+        await pool.close()
+
+
+def check_command(hosts: Sequence[Host], *, as_json: bool) -> int:
+    """``distconsole check HOSTS --preflight``: print the report; 0 passed, 1 failed."""
+    report = asyncio.run(_check_hosts(hosts))
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.describe())
+    return 0 if report.ok else 1
