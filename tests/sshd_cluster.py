@@ -343,6 +343,36 @@ class SshdCluster:
                 host.process.wait()
         subprocess.run(["pkill", "-KILL", "-u", host.user], check=False)
 
+    def _sshd_tree(self, name: str) -> list[psutil.Process]:
+        host = self.host(name)
+        if host.process is None or host.process.poll() is not None:
+            return []
+        try:
+            listener = psutil.Process(host.process.pid)
+            return [listener, *listener.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def freeze(self, name: str) -> None:
+        """Make a host hang: sshd and its sessions are SIGSTOPped, TCP stays open, nothing
+        answers (only keepalives or timeouts notice). Undo with :meth:`thaw`."""
+        stopped: set[int] = set()
+        # A session may fork its post-auth child while we walk the tree: walk again until
+        # a pass finds nothing new (a stopped parent cannot fork any more).
+        for _pass in range(5):
+            fresh = [p for p in self._sshd_tree(name) if p.pid not in stopped]
+            if not fresh:
+                break
+            for proc in fresh:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.suspend()
+                stopped.add(proc.pid)
+
+    def thaw(self, name: str) -> None:
+        for proc in self._sshd_tree(name):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.resume()
+
     def start(self, name: str) -> None:
         """Bring a stopped host back on the same address, port and host key."""
         host = self.host(name)

@@ -36,6 +36,7 @@ class ClusterConnections:
         *,
         max_parallel: int = 32,
         reconnect: bool = True,
+        ssh_config: Sequence[str] | None = None,
     ) -> None:
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
@@ -62,6 +63,7 @@ class ClusterConnections:
                     semaphore=self._semaphore,
                     reconnect=reconnect,
                     on_status=self._publish,
+                    ssh_config=ssh_config,
                 )
         self._started = False
         self._closed = False

@@ -13,7 +13,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncssh
@@ -118,8 +118,11 @@ class SshConnection(HostConnection):
         semaphore: asyncio.Semaphore | None = None,
         reconnect: bool = True,
         on_status: StatusListener | None = None,
+        ssh_config: Sequence[str] | None = None,
     ) -> None:
         self.host = host
+        # None: asyncssh reads ~/.ssh/config when it exists, like OpenSSH.
+        self._ssh_config = list(ssh_config) if ssh_config is not None else None
         self._semaphore = semaphore or asyncio.Semaphore(1)
         self._reconnect = reconnect
         self._on_status = on_status
@@ -168,6 +171,8 @@ class SshConnection(HostConnection):
         }
         # Leave unset what the inventory leaves unset, so ~/.ssh/config (loaded by
         # asyncssh by default) supplies Port, User, IdentityFile, ProxyJump.
+        if self._ssh_config is not None:
+            options["config"] = self._ssh_config
         if host.port is not None:
             options["port"] = host.port
         if host.user is not None:

@@ -233,3 +233,42 @@ async def test_quoted_argument_arrives_literally(sshd_cluster: Factory) -> None:
         echoed = await pool["node0"].run('printf %s "$N"', env={"N": nasty})
         assert echoed.stdout == nasty
     assert not victim.exists()
+
+
+async def test_ssh_config_alias_and_proxy_jump(sshd_cluster: Factory) -> None:
+    cluster = sshd_cluster(n=2)
+    node0, node1 = cluster.hosts
+    config = cluster.root / "ssh_config"
+    common = (
+        f"  IdentityFile {cluster.client_key_path}\n"
+        f"  UserKnownHostsFile {cluster.known_hosts_path}\n"
+    )
+    config.write_text(
+        f"Host jump\n  HostName {node0.address}\n  Port {node0.port}\n  User {node0.user}\n"
+        + common
+        + f"Host target\n  HostName {node1.address}\n  Port {node1.port}\n  User {node1.user}\n"
+        + common
+        + "  ProxyJump jump\n"
+    )
+    # Only the alias: address, port, user, key, known_hosts and the jump come from the config.
+    target = Host(name="target", address="target", connect_timeout=3)
+    async with ClusterConnections([target], ssh_config=[str(config)]) as pool:
+        status = (await pool.wait_settled())["target"]
+        assert status.state is HostState.UP, status
+        assert (await pool["target"].run("whoami")).stdout == f"{node1.user}\n"
+        # The traffic runs through the jump host: losing it loses the target.
+        cluster.stop("node0")
+        await wait_state(pool, "target", HostState.DOWN, within=5)
+
+
+async def test_hung_host_is_detected_by_keepalive(sshd_cluster: Factory) -> None:
+    cluster = sshd_cluster(n=2)
+    async with ClusterConnections(hosts_of(cluster, keepalive_interval=0.3)) as pool:
+        await pool.wait_settled()
+        cluster.freeze("node0")  # no FIN, no RST: the peer just stops answering
+        try:
+            await wait_state(pool, "node0", HostState.DOWN, within=0.3 * 4 + 3)
+            assert pool.statuses()["node1"].state is HostState.UP
+        finally:
+            cluster.thaw("node0")
+        await wait_state(pool, "node0", HostState.UP, within=15)
