@@ -163,6 +163,11 @@ class DistConsoleApp(App[int]):
         yield SystemCommand(
             "Hosts", "Show every host and its connection state", self.action_show_hosts
         )
+        yield SystemCommand(
+            "Reconnect all",
+            "Retry every host that is not up now, without waiting for the back-off",
+            self.hosts_screen.action_reconnect_all,
+        )
         yield SystemCommand("Help", "List every key of this screen", self.action_help)
         yield SystemCommand(
             "Next theme", "Switch to the next distconsole theme", self.action_cycle_theme

@@ -22,6 +22,8 @@ class HostStatusSource(Protocol):
 
     async def close(self) -> None: ...
 
+    def reconnect_now(self, name: str | None = None) -> None: ...
+
 
 ConnectionsFactory = Callable[[Inventory], HostStatusSource]
 

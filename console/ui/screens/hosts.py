@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -30,6 +31,11 @@ def insecure_warning(inventory: Inventory) -> str | None:
 
 class HostsScreen(Screen[None]):
     """Rows change in place as batches of :class:`HostStatus` arrive via ``apply_statuses``."""
+
+    BINDINGS = [
+        Binding("r", "reconnect", "Reconnect"),
+        Binding("R", "reconnect_all", "Reconnect all", key_display="R"),
+    ]
 
     def __init__(self, inventory: Inventory, *, clock: Callable[[], float]) -> None:
         super().__init__(name="hosts")
@@ -98,3 +104,17 @@ class HostsScreen(Screen[None]):
         if status.reason:
             text += f" — {status.reason}"
         detail.update(text)
+
+    def action_reconnect(self) -> None:
+        self._reconnect(self.table.selected_host)
+
+    def action_reconnect_all(self) -> None:
+        self._reconnect(None)
+
+    def _reconnect(self, name: str | None) -> None:
+        connections = getattr(self.app, "connections", None)
+        if connections is None:
+            self.notify("Not connected to any host in this view", severity="warning")
+            return
+        connections.reconnect_now(name)
+        self.notify(f"Reconnecting {name or 'every host that is not up'} now", timeout=3)
