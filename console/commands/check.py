@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.errors import ConsoleError, InventoryError
+from console.errors import CommandTimeout, ConsoleError, InventoryError
 from console.inventory import Host, Inventory, load
 from console.transport.base import HostState, HostStatus
 
@@ -140,6 +140,7 @@ class HostCheck:
         data["gpu_models"] = facts.get("gpu_models", [])
         data["gpu_list"] = facts.get("gpus", [])
         data["gpus_expected"] = host.gpus
+        data["gpu_source"] = host.gpu_source
         data["facts_via"] = facts.get("via")
         data["notes"] = list(self.notes)
         return data
@@ -177,6 +178,10 @@ async def collect(hosts: Sequence[Host], timeout: float | None = None) -> list[H
                 )
             try:
                 facts = await gather_facts(conn, timeout=remaining)
+            except CommandTimeout as exc:
+                # str(exc) would quote the whole facts program
+                error = f"the facts command did not finish within {exc.timeout:.1f}s"
+                return HostCheck(host, conn.status, error=error)
             except ConsoleError as exc:
                 return HostCheck(host, conn.status, error=str(exc))
             return HostCheck(host, conn.status, facts)
@@ -274,13 +279,15 @@ def _row(check: HostCheck) -> list[str]:
             _size(facts.memory_total_bytes),
             facts.python or "missing",
             facts.torch or "missing",
-            _gpus(facts),
+            _gpus(check.host, facts),
             _size(facts.disk_free_bytes),
         ]
     return [check.host.name, status.state.value, latency, *rest, check.reason]
 
 
-def _gpus(facts: HostFacts) -> str:
+def _gpus(host: Host, facts: HostFacts) -> str:
+    if host.gpu_source == "simulated":
+        return f"{host.gpus} simulated"
     if facts.nvidia_smi == "missing":
         return "0 (no nvidia-smi)"
     if facts.nvidia_smi != "ok":

@@ -212,3 +212,17 @@ def test_bad_options_exit_2(args: list[str], fragment: str) -> None:
     code, _, err, _ = check(str(ROOT / "sample_hosts" / "two-nodes.yaml"), *args)
     assert code == 2
     assert fragment in err
+
+
+def test_a_hanging_host_is_cut_off_by_timeout(tmp_path: Path) -> None:
+    # A host that connects but never answers (its setup line hangs), here the local one.
+    inventory = tmp_path / "hosts.yaml"
+    inventory.write_text(
+        f"hosts:\n  - name: stuck\n    address: local\n    setup: sleep 30\n"
+        f"    work_dir: {tmp_path / 'work'}\n"
+    )
+    code, hosts, elapsed = check_json(str(inventory), "--timeout", "2")
+    assert code == 1
+    assert hosts[0]["state"] == "up"
+    assert "the facts command did not finish within" in hosts[0]["reason"]
+    assert elapsed < 2 + 6, elapsed
