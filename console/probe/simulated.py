@@ -21,6 +21,9 @@ import time
 JOB_VAR = "DISTCONSOLE_JOB_ID"
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
+# Demo hosts share one machine: a process belongs to the demo host (and demo cluster)
+# whose session started it, which these variables name.
+DEMO_VARS = ("DISTCONSOLE_DEMO_HOST", "DISTCONSOLE_DEMO_CLUSTER")
 SIMULATED_MODEL = "Simulated A100 80GB (simulated)"
 SIMULATED_MEMORY_MIB = 81920.0
 SIMULATED_POWER_LIMIT_W = 400.0
@@ -98,6 +101,7 @@ class JobProcessScan:
     def __init__(self) -> None:
         self._known: dict[int, dict[str, object] | None] = {}
         self.first_seen: dict[int, float] = {}
+        self._mine = {k: os.environ[k] for k in DEMO_VARS if k in os.environ}
 
     def scan(self) -> dict[int, dict[str, object]]:
         try:
@@ -109,7 +113,8 @@ class JobProcessScan:
             self.first_seen.pop(gone, None)
         for pid in pids - set(self._known):
             env = read_environ(pid)
-            if env is None or not env.get(JOB_VAR):
+            foreign = any(env.get(k) != v for k, v in self._mine.items()) if env else True
+            if env is None or not env.get(JOB_VAR) or foreign:
                 self._known[pid] = None
                 continue
             self.first_seen[pid] = time.time()
