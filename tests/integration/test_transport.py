@@ -15,6 +15,7 @@ from sshd_cluster import BlackHole, SshdCluster
 from console.errors import CommandTimeout, HostUnavailable
 from console.inventory import Host
 from console.transport import ClusterConnections, HostState, LocalConnection
+from console.transport.ssh import BACKOFF_FIRST_S, BACKOFF_MAX_S, backoff_delay
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(60)]
 
@@ -272,3 +273,28 @@ async def test_hung_host_is_detected_by_keepalive(sshd_cluster: Factory) -> None
         finally:
             cluster.thaw("node0")
         await wait_state(pool, "node0", HostState.UP, within=15)
+
+
+async def test_hanging_host_does_not_hold_up_the_others(
+    sshd_cluster: Factory, black_hole: BlackHole
+) -> None:
+    cluster = sshd_cluster(n=1)
+    hole = Host(name="hole", address=black_hole.address, port=black_hole.port, connect_timeout=2)
+    async with ClusterConnections([*hosts_of(cluster), hole], max_parallel=2) as pool:
+        await wait_state(pool, "node0", HostState.UP, within=2)
+        assert pool.statuses()["hole"].state is HostState.CONNECTING
+        with pytest.raises(HostUnavailable):
+            await pool["hole"].run("true")  # still connecting: refused at once
+        outcomes = await pool.run_all("echo hi", timeout=5)
+        assert isinstance(outcomes["hole"], HostUnavailable)
+        assert not isinstance(outcomes["node0"], Exception)
+        settled = await pool.wait_settled()
+        assert settled["hole"].state is HostState.DOWN
+
+
+def test_backoff_doubles_with_jitter_up_to_the_cap() -> None:
+    for attempt in range(12):
+        base = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**attempt)
+        delays = {backoff_delay(attempt) for _ in range(50)}
+        assert all(0.75 * base <= d <= 1.25 * base for d in delays)
+        assert len(delays) > 1  # jittered, so hosts lost together do not retry in lockstep
