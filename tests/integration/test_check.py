@@ -115,7 +115,7 @@ def test_without_python_the_shell_fallback_answers(
         tmp_path / "hosts.yaml",
         setup=f"export PATH={gpu_standin}:$PATH",
         python="no-such-python3",
-        work_dir="~/dc check/it's here",
+        work_dir="~/distconsole/dc check/it's here",
     )
     code, hosts, _ = check_json(str(inventory))
     assert code == 0
@@ -123,8 +123,8 @@ def test_without_python_the_shell_fallback_answers(
     assert host["facts_via"] == "sh"
     assert host["python"] is None and host["torch"] is None
     assert host["gpus"] == 1 and host["gpu_models"] == ["NVIDIA H200"]
-    assert host["work_dir"] == str(cluster.hosts[0].home / "dc check" / "it's here")
-    assert (cluster.hosts[0].home / "dc check" / "it's here").is_dir()
+    assert host["work_dir"] == str(cluster.hosts[0].home / "distconsole" / "dc check" / "it's here")
+    assert (cluster.hosts[0].home / "distconsole" / "dc check" / "it's here").is_dir()
     assert host["disk_free_bytes"] > 0 and host["memory_total_bytes"] > 0
     code, table, _, _ = check(str(inventory))
     assert "missing" in table.splitlines()[1]  # python and torch shown as missing
