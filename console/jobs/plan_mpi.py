@@ -5,7 +5,10 @@ Gloo rendezvous publishes the launcher's own address to every rank. The launcher
 environment is the job environment; ``mpirun -x NAME`` forwards each variable to every
 rank (horovodrun forwards its whole environment itself).
 
-Per-rank output (checked against Open MPI 4.1 and horovod 0.28.1's gloo_run):
+Per-rank output (checked against Open MPI 4.1 and horovod 0.28.1's gloo_run) is read
+from per-rank files, not from tagged launcher output: ``--tag-output`` tags every chunk
+a rank writes, so an unbuffered ``print`` (PYTHONUNBUFFERED=1) comes out as several
+tagged fragments on one line, in the launcher's output and in the rank files alike.
 ``mpirun --output-filename D`` writes ``D/1/rank.<r>/stdout|stderr`` with ``r``
 zero-padded to the digits of ``np``; horovodrun --gloo writes ``D/rank.<r>/...`` padded
 to the digits of ``np - 1`` (and cannot do so for np=1).
@@ -113,7 +116,6 @@ def mpirun_argv(p: Placement, env: dict[str, str], program: tuple[str, ...]) -> 
         host_list(p),
         "--bind-to",
         "none",
-        "--tag-output",
         "--output-filename",
         paths.ranks_dir(launcher.job_dir),
     ]

@@ -51,7 +51,7 @@ def test_mpirun_exact_argv_env_and_rank_logs() -> None:
     )
     assert launch.argv == (
         "mpirun", "-np", "4", "-H", "10.0.0.1:2,10.0.0.2:2",
-        "--bind-to", "none", "--tag-output", "--output-filename", f"{JD}/ranks",
+        "--bind-to", "none", "--output-filename", f"{JD}/ranks",
         "--mca", "btl_tcp_if_include", "eth1", "--mca", "oob_tcp_if_include", "eth1",
         "--mca", "plm_rsh_args", "-p 2022 -i /keys/id_ed25519",
         "-x", "PATH", "-x", "LD_LIBRARY_PATH",
