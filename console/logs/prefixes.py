@@ -26,6 +26,8 @@ _PREFIX = re.compile(
     r")"
 )
 
+_MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
+_RANK_PREFIX = re.compile(r"\[rank(?P<grank>\d+)\]: ?")
 _TORCHRUN_FILE = re.compile(r"/attempt_\d+/(?P<local>\d+)/(?P<stream>stdout|stderr)\.log$")
 _MPI_RANK_FILE = re.compile(r"/rank\.(?P<rank>\d+)/(?P<stream>stdout|stderr)$")
 _PROCESS_FILE = re.compile(r"/(?P<role>[A-Za-z_]+)-(?P<index>\d+)\.(?P<ext>out|err|log)$")
@@ -150,6 +152,10 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
         rest = text[m.end() :]
         if m["mrank"] is not None:
             mstream = m["mstream"]
+            if "]<std" in rest:
+                # Open MPI tags every write, so a line written in two writes (Python's
+                # unbuffered stderr: text, then "\n") carries a second tag mid-line.
+                rest = _MPI_TAG.sub("", rest)
             append(
                 LogLine(
                     job, host, int(m["mrank"]), None,
@@ -165,6 +171,11 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
         else:
             local = int(m["lrank"])
             grank_of_local = ctx.global_rank(local)
+            # torchrun --tee over torch's own error prefix: "[default1]:[rank1]: ..."
+            inner = _RANK_PREFIX.match(rest) if rest.startswith("[rank") else None
+            if inner is not None:
+                grank_of_local = int(inner["grank"])
+                rest = rest[inner.end() :]
             append(LogLine(job, host, grank_of_local, local, stream, rest, received, "rank"))
     return out
 

@@ -1,0 +1,195 @@
+"""The remote follower program, run for real as ``python3 -u - CONFIG`` on local files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console.logs.follower import program_source
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def run_final(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run the follower in drain mode (read to the end, flush, exit); its records."""
+    cfg = {**cfg, "final": True}
+    proc = subprocess.run(
+        [sys.executable, "-u", "-", json.dumps(cfg)],
+        input=program_source().encode(), capture_output=True, timeout=30, check=True,
+    )
+    lines = proc.stdout.decode("ascii").splitlines()
+    for line in lines:
+        assert len(line) < 65536  # asyncio's readline limit
+    return [json.loads(line) for line in lines]
+
+
+def chunks(records: list[dict[str, Any]], path: str | None = None) -> list[tuple[int, int, bytes]]:
+    found = []
+    for record in records:
+        if record["t"] == "d":
+            for p, start, end, _inode, b64 in record["c"]:
+                if path is None or p == path:
+                    data = base64.b64decode(b64)
+                    assert len(data) == end - start
+                    found.append((start, end, data))
+    return found
+
+
+def notes(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["t"] == "n" and r["k"] == kind]
+
+
+def test_whole_lines_contiguous_offsets_and_final_flush(tmp_path: Path) -> None:
+    log = tmp_path / "rank-0.out"
+    log.write_bytes(b"".join(b"line %d\n" % i for i in range(1000)) + b"tail without newline")
+    records = run_final({"files": [{"p": str(log), "o": 0}]})
+    got = chunks(records, str(log))
+    assert got[0][0] == 0
+    for (_s0, e0, _d0), (s1, _e1, _d1) in zip(got, got[1:], strict=False):
+        assert s1 == e0
+    assert b"".join(d for _s, _e, d in got) == log.read_bytes()
+    assert records[-1] == {"t": "end"}
+
+
+def test_resume_from_an_offset_repeats_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"".join(b"n%d\n" % i for i in range(10)))
+    offset = len(b"n0\nn1\nn2\n")
+    inode = os.stat(log).st_ino
+    records = run_final({"files": [{"p": str(log), "o": offset, "i": inode}]})
+    data = b"".join(d for _s, _e, d in chunks(records))
+    assert data == b"".join(b"n%d\n" % i for i in range(3, 10))
+    assert not notes(records, "truncated") and not notes(records, "rotated")
+
+
+def test_truncated_file_restarts_at_zero_with_a_note(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"fresh 1\nfresh 2\n")
+    records = run_final({"files": [{"p": str(log), "o": 10_000, "i": os.stat(log).st_ino}]})
+    assert notes(records, "truncated")
+    assert b"".join(d for _s, _e, d in chunks(records)) == b"fresh 1\nfresh 2\n"
+
+
+def test_replaced_file_is_read_from_zero_with_a_note(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"new file line\n" * 3)
+    records = run_final({"files": [{"p": str(log), "o": 14, "i": os.stat(log).st_ino + 1}]})
+    assert notes(records, "rotated")
+    assert chunks(records)[0][0] == 0
+
+
+def test_long_line_is_split_at_the_limit(tmp_path: Path) -> None:
+    log = tmp_path / "long.log"
+    line = ("é" * 50_000 + "x").encode()  # two-byte characters: cuts must not split them
+    log.write_bytes(b"short\n" + line + b"\nafter\n")
+    records = run_final({"files": [{"p": str(log), "o": 0}], "max_line": 32768})
+    got = chunks(records)
+    assert b"".join(d for _s, _e, d in got) == log.read_bytes()
+    for _s, _e, data in got:
+        # a chunk is whole lines or one piece of a long line; no piece ends inside a character
+        assert all(len(piece) <= 32769 for piece in data.split(b"\n"))
+        data.decode("utf-8")
+    assert sum(1 for _s, _e, d in got if not d.endswith(b"\n")) == 3  # 100001 bytes: 4 pieces
+
+
+def test_binary_garbage_is_never_fatal(tmp_path: Path) -> None:
+    log = tmp_path / "bin.log"
+    garbage = os.urandom(300_000) + b"\x00\xff\xfe\n"
+    log.write_bytes(b"before\n" + garbage + b"after\n")
+    records = run_final({"files": [{"p": str(log), "o": 0}]})
+    got = chunks(records)
+    assert b"".join(d for _s, _e, d in got) == log.read_bytes()
+
+
+def test_carriage_return_ends_a_progress_bar_line(tmp_path: Path) -> None:
+    log = tmp_path / "bar.log"
+    log.write_bytes(b" 10%|#  | 1/10\r 20%|## | 2/10\r 30%|###| 3/10\rwindows\r\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-", json.dumps({"files": [{"p": str(log), "o": 0}]})],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(program_source().encode())
+    proc.stdin.close()
+    try:
+        record = json.loads(proc.stdout.readline())
+        while record["t"] != "d":
+            record = json.loads(proc.stdout.readline())
+        data = b"".join(base64.b64decode(c[4]) for c in record["c"])
+        assert data == log.read_bytes()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank-0.out").write_bytes(b"one\ntw")
+    cfg = {"dirs": [{"p": str(job)}], "poll": 0.02, "heartbeat": 0.5}
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-", json.dumps(cfg)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(program_source().encode())
+    proc.stdin.close()
+    seen: list[dict[str, Any]] = []
+
+    def until(cond: Any) -> None:
+        deadline = time.monotonic() + 10
+        while not cond():
+            assert time.monotonic() < deadline, seen
+            seen.append(json.loads(proc.stdout.readline()))  # type: ignore[union-attr]
+
+    try:
+        until(lambda: chunks(seen))
+        assert b"".join(d for _s, _e, d in chunks(seen)) == b"one\n"
+        with open(job / "rank-0.out", "ab") as handle:
+            handle.write(b"o\n")
+        (job / "sub").mkdir()
+        (job / "sub" / "stderr").write_bytes(b"late file\n")
+        (job / "rank-0.exit").write_bytes(b"0\n")  # not a log: never followed
+        until(lambda: len(chunks(seen)) >= 3)
+        by_path = {p: base64.b64decode(b) for r in seen if r["t"] == "d" for p, _s, _e, _i, b in r["c"]}
+        assert by_path[str(job / "sub" / "stderr")] == b"late file\n"
+        assert by_path[str(job / "rank-0.out")] == b"two\n"
+        assert notes(seen, "appeared")
+        assert not any(str(p).endswith(".exit") for p in by_path)
+        until(lambda: any(r["t"] == "hb" for r in seen))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_done_markers_flush_the_last_partial_line_and_end(tmp_path: Path) -> None:
+    log = tmp_path / "worker-0.out"
+    log.write_bytes(b"first\nno newline at exit")
+    marker = tmp_path / "worker-0.exit"
+    marker.write_text("0\n")
+    cfg = {"files": [{"p": str(log), "o": 0}], "done": [str(marker)], "poll": 0.02}
+    proc = subprocess.run(
+        [sys.executable, "-u", "-", json.dumps(cfg)], input=program_source().encode(),
+        capture_output=True, timeout=30, check=True,
+    )
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert b"".join(d for _s, _e, d in chunks(records)) == log.read_bytes()
+    assert records[-1] == {"t": "end"}
+
+
+def test_from_end_reports_where_it_starts(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"old\n" * 5)
+    records = run_final({"files": [{"p": str(log)}], "from_end": True})
+    assert [r for r in records if r["t"] == "o"] == [
+        {"t": "o", "p": str(log), "o": 20, "i": os.stat(log).st_ino}
+    ]
+    assert not chunks(records)
