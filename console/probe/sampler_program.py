@@ -1,4 +1,5 @@
-"""The sampler: sent on stdin to ``python3 -u - INTERVAL MODE GPUS SEED`` on each host.
+"""The sampler: sent on stdin to ``python3 -u - INTERVAL MODE GPUS SEED`` on each host
+(INTERVAL 0: write one line and exit).
 
 One long-lived process per host writes one JSON line per interval; nothing is spawned
 per refresh on the console side. GPUs come from NVML (pynvml) when it initialises,
@@ -347,7 +348,7 @@ def main(argv: list[str]) -> int:
         elif nvml is None:
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
     # CPU % and throughput are differences: give the first line a window worth reading.
-    time.sleep(max(0.0, 0.2 - (time.time() - host.cpu_since)))
+    time.sleep(max(0.0, 0.1 - (time.time() - host.cpu_since)))
     tick = time.time()
     while True:
         line: dict[str, object] = {"v": 1, "t": time.time(), "gpu_source": source}
@@ -378,8 +379,8 @@ def main(argv: list[str]) -> int:
             sys.stdout.flush()
         except (BrokenPipeError, OSError):
             break  # the console is gone
-        if os.getppid() != parent:
-            break  # the ssh session that started us ended
+        if interval <= 0 or os.getppid() != parent:
+            break  # one-shot (interval 0), or the ssh session that started us ended
         tick += interval
         delay = tick - time.time()
         if delay < 0:

@@ -1,0 +1,135 @@
+"""The sampler program run locally as a real subprocess, and its lines decoded.
+
+The GPU is the STAND-IN ``tests/standin/nvidia-smi`` (this machine has no NVIDIA GPU),
+answering from the real H200 capture. The system python3 has no psutil, so these runs
+also cover the /proc fallback for host figures.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from console.inventory import Host
+from console.probe import nvsmi_csv, sampler, sampler_program
+from console.probe.simulated import job_of
+
+STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
+
+
+def _one_line(python: str, *args: str, path_first: Path | None = None) -> str:
+    env = dict(os.environ)
+    if path_first is not None:
+        env["PATH"] = f"{path_first}:{env['PATH']}"
+    done = subprocess.run(
+        [python, "-u", "-", "0", *args],
+        input=sampler.program_source(),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    return line
+
+
+def test_query_fields_match_the_parser() -> None:
+    assert tuple(sampler_program.QUERY_GPU.split(",")) == nvsmi_csv.QUERY_GPU_FIELDS
+    assert tuple(sampler_program.QUERY_APPS.split(",")) == nvsmi_csv.QUERY_APPS_FIELDS
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a system python3")
+def test_standin_gpu_with_proc_host_figures() -> None:
+    line = _one_line("/usr/bin/python3", "auto", "0", "h1", path_first=STANDIN_DIR)
+    sample = sampler.decode_line("h1", line, now=123.0)
+    assert sample.time == 123.0
+    assert sample.gpu_source == "nvidia-smi"
+    assert sample.host_source in ("proc", "psutil")
+    assert sample.memory_total_mib and sample.memory_used_mib is not None
+    assert sample.cpu_percent is not None and 0 <= sample.cpu_percent <= 100
+    assert sample.load_1m is not None
+    (gpu,) = sample.gpus
+    assert (gpu.name, gpu.utilization_gpu, gpu.memory_used_mib) == ("NVIDIA H200", 100, 32362)
+    assert gpu.fan_percent is None
+    assert [p.pid for p in gpu.processes] == [10291, 10293, 10309]
+
+
+def test_no_nvml_driver_no_nvidia_smi() -> None:
+    # The venv has pynvml but no driver; PATH without nvidia-smi.
+    env_path = "/usr/bin:/bin"
+    done = subprocess.run(
+        [sys.executable, "-u", "-", "0", "auto", "0", "h2"],
+        input=sampler.program_source(),
+        capture_output=True,
+        text=True,
+        env={"PATH": env_path},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    sample = sampler.decode_line("h2", done.stdout.strip())
+    assert sample.gpus == ()
+    assert sample.gpu_source == "none"
+    assert sample.gpu_error is not None and "no NVIDIA GPU" in sample.gpu_error
+    assert sample.host_source == "psutil"
+
+
+def test_simulated_gpus_are_labelled() -> None:
+    sample = sampler.decode_line("demo0", _one_line(sys.executable, "simulated", "8", "demo0"))
+    assert sample.simulated and sample.gpu_source == "simulated"
+    assert [g.index for g in sample.gpus] == list(range(8))
+    assert all(g.name == "Simulated A100 80GB (simulated)" for g in sample.gpus)
+    assert len({g.uuid for g in sample.gpus}) == 8
+
+
+def test_job_of_reads_environment_and_ancestors() -> None:
+    env = {"PATH": "/usr/bin:/bin", "DISTCONSOLE_JOB_ID": "j7", "RANK": "5", "LOCAL_RANK": "1"}
+    parent = subprocess.Popen(
+        ["bash", "-c", "env -u DISTCONSOLE_JOB_ID -u RANK sleep 30 & echo $!; wait"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert job_of(parent.pid) == {"job": "j7", "rank": 5, "local_rank": 1}
+        # The child kept LOCAL_RANK but lost the job id and RANK: the parent supplies them.
+        assert job_of(child) == {"job": "j7", "rank": 5, "local_rank": 1}
+        assert job_of(os.getpid()) is None or os.environ.get("DISTCONSOLE_JOB_ID")
+        assert job_of(2**22 + 12345) is None  # no such process
+    finally:
+        parent.kill()
+        parent.wait()
+        subprocess.run(["pkill", "-P", str(parent.pid)], check=False)
+
+
+def test_decode_rejects_other_lines() -> None:
+    with pytest.raises(ValueError, match="not JSON"):
+        sampler.decode_line("h", "Traceback (most recent call last):")
+    with pytest.raises(ValueError, match="unexpected"):
+        sampler.decode_line("h", '{"v": 2}')
+
+
+def test_commands_quote_values_and_run_setup_first() -> None:
+    # model_construct: quoting must hold even for values the inventory would refuse.
+    host = Host.model_construct(
+        name="n 1",
+        address="10.0.0.1",
+        setup="source /opt/env/bin/activate",
+        python="/opt/my python/bin/python3",
+        gpus=8,
+        gpu_source="simulated",
+    )
+    command = sampler.sampler_command(host, 0.5)
+    assert command == (
+        "source /opt/env/bin/activate && exec '/opt/my python/bin/python3' -u - 0.5 "
+        "simulated 8 'n 1'"
+    )
+    real = Host.model_construct(name="r", address="10.0.0.2")
+    assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r"
+    assert sampler.nvsmi_loop_command(real, 1.0).startswith("exec nvidia-smi --query-gpu=index,")
