@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import os
 import subprocess
@@ -53,7 +54,7 @@ def test_whole_lines_contiguous_offsets_and_final_flush(tmp_path: Path) -> None:
     records = run_final({"files": [{"p": str(log), "o": 0}]})
     got = chunks(records, str(log))
     assert got[0][0] == 0
-    for (_s0, e0, _d0), (s1, _e1, _d1) in zip(got, got[1:], strict=False):
+    for (_s0, e0, _d0), (s1, _e1, _d1) in itertools.pairwise(got):
         assert s1 == e0
     assert b"".join(d for _s, _e, d in got) == log.read_bytes()
     assert records[-1] == {"t": "end"}
@@ -159,7 +160,9 @@ def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None
         (job / "sub" / "stderr").write_bytes(b"late file\n")
         (job / "rank-0.exit").write_bytes(b"0\n")  # not a log: never followed
         until(lambda: len(chunks(seen)) >= 3)
-        by_path = {p: base64.b64decode(b) for r in seen if r["t"] == "d" for p, _s, _e, _i, b in r["c"]}
+        by_path = {  # the last chunk of each file
+            p: base64.b64decode(b) for r in seen if r["t"] == "d" for p, _s, _e, _i, b in r["c"]
+        }
         assert by_path[str(job / "sub" / "stderr")] == b"late file\n"
         assert by_path[str(job / "rank-0.out")] == b"two\n"
         assert notes(seen, "appeared")
