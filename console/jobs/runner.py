@@ -495,6 +495,13 @@ class JobRunner:
             "names": [p.name for p in job.on_host(host)],
         }
         data = await self._jobctl(host, "stop", args, timeout=grace_s + 30)
+        for report in data.get("processes", []):
+            info = job.processes.get((host, str(report["proc"])))
+            if info is not None and not info.ended:
+                info.ended, info.running = True, False
+                status = report.get("exit")
+                info.exit_status = None if status is None else int(status)
+                info.note = "stopped"
         return tuple(f"pid {p['pid']}: {p['cmd']}" for p in data.get("remaining", []))
 
     # -- re-attach -----------------------------------------------------------------------

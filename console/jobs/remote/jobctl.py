@@ -275,6 +275,7 @@ def op_stop(args: dict[str, Any]) -> None:
         {
             "remaining": [{"pid": pid, "cmd": command_line(pid)} for pid in left],
             "killed": killed,
+            "processes": [{"proc": n, "exit": exit_status(job_dir, n)} for n in names],
         }
     )
 
