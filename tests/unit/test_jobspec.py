@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from console.errors import JobSpecError
 from console.inventory import Host, Inventory
 from console.jobs.models import JobKind
 from console.jobs.planner import plan
-from console.jobs.spec import CLI_OPTION, make_spec, parse_env, spec_with
+from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env, spec_with
 
 
-def spec(**fields: object):
+def spec(**fields: object) -> JobSpec:
     base: dict[str, object] = {"kind": "ddp", "program": "train.py"}
     base.update(fields)
     return make_spec(**base)
@@ -100,8 +101,6 @@ def test_missing_kind_is_named() -> None:
 
 
 def test_every_spec_field_has_a_cli_option() -> None:
-    from console.jobs.spec import JobSpec
-
     assert set(JobSpec.model_fields) == set(CLI_OPTION)
 
 
@@ -119,8 +118,8 @@ def test_parse_env() -> None:
 
 def test_spec_is_frozen_and_spec_with_revalidates() -> None:
     s = spec(master_port=29600)
-    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
-        s.master_port = 1  # type: ignore[misc]
+    with pytest.raises(ValidationError, match="frozen"):
+        s.master_port = 1
     assert spec_with(s, master_port=29700).master_port == 29700
     with pytest.raises(JobSpecError) as info:
         spec_with(s, master_port=5)
