@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -21,10 +22,14 @@ from textual.worker import Worker, WorkerState
 
 from console import inventory as inventory_module
 from console.inventory import Inventory
+from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
-from console.ui.messages import HostStatusesArrived
+from console.ui.inbox import Inbox
+from console.ui.messages import HostStatusesArrived, HostViewsArrived
+from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen, KeyHelp
+from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.screens.hosts import HostsScreen
 from console.ui.theming import (
     DEFAULT_THEME,
@@ -33,6 +38,9 @@ from console.ui.theming import (
     check_theme,
     next_theme,
 )
+
+if TYPE_CHECKING:
+    from console.probe.monitor import ClusterMonitor
 
 CLOSE_TIMEOUT_S = 5.0
 
@@ -46,6 +54,7 @@ class DistConsoleApp(App[int]):
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("colon", "command_palette", "Commands", key_display=":"),
         Binding("h", "show_hosts", "Hosts"),
+        Binding("g", "show_gpus", "GPUs"),
         Binding("t", "cycle_theme", "Theme"),
     ]
 
@@ -56,21 +65,29 @@ class DistConsoleApp(App[int]):
         theme: str | None = None,
         connections_factory: ConnectionsFactory | None = cluster_connections,
         clock: Callable[[], float] = time.time,
+        monitor_interval: float | None = 1.0,
     ) -> None:
         """``connections_factory=None`` shows the inventory without connecting (screenshots);
-        ``clock`` gives "now" for relative times (frozen in snapshot tests)."""
+        ``clock`` gives "now" for relative times (frozen in snapshot tests);
+        ``monitor_interval=None`` starts no GPU samplers."""
         super().__init__()
         self.inventory = inventory
         self.clock = clock
         self._connections_factory = connections_factory
         self.connections: HostStatusSource | None = None
+        self.monitor: ClusterMonitor | None = None
+        self._monitor_interval = monitor_interval
         self.host_statuses: dict[str, HostStatus] = {}
-        self._status_batch: list[HostStatus] = []
+        self.statuses_inbox: Inbox[HostStatus] = Inbox(self, HostStatusesArrived)
+        self.views_inbox: Inbox[dict[str, HostView]] = Inbox(self, HostViewsArrived)
         for bundled in bundled_themes():
             self.register_theme(bundled)
         self.theme = check_theme(theme) if theme else DEFAULT_THEME
         self.sub_title = f"{Path(inventory.path).name} · {len(inventory.hosts)} hosts"
         self.hosts_screen = HostsScreen(inventory, clock=clock)
+        self.cluster_screen = ClusterScreen(inventory, clock=clock)
+        # Each top-level screen is a mode: switching keeps its state and its pushed screens.
+        self.add_mode("gpus", lambda: self.cluster_screen)
 
     def get_default_screen(self) -> Screen[None]:
         return self.hosts_screen
@@ -92,17 +109,39 @@ class DistConsoleApp(App[int]):
         connections = factory(self.inventory)
         self.connections = connections
         await connections.start()
+        if self._monitor_interval is not None:
+            self.run_worker(
+                self._follow_gpu_views(connections, self._monitor_interval),
+                name="gpu-views",
+                group="connections",
+                exit_on_error=False,
+            )
         async for status in connections.subscribe():
-            self._status_batch.append(status)
-            # One message per batch: statuses arriving before the app handles it ride along.
-            if len(self._status_batch) == 1:
-                self.post_message(HostStatusesArrived())
+            self.statuses_inbox.put(status)
+
+    async def _follow_gpu_views(self, connections: HostStatusSource, interval: float) -> None:
+        from console.probe.monitor import ClusterMonitor
+        from console.transport.pool import ClusterConnections
+
+        if not isinstance(connections, ClusterConnections):
+            return  # samplers run over the real pool's connections only
+        monitor = ClusterMonitor(connections, interval=interval)
+        self.monitor = monitor
+        async for batch in monitor.updates():
+            self.views_inbox.put(batch)
 
     def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
-        batch, self._status_batch = self._status_batch, []
-        latest = {status.name: status for status in batch}
+        latest = {status.name: status for status in self.statuses_inbox.take()}
         self.host_statuses.update(latest)
         self.hosts_screen.apply_statuses(latest.values())
+
+    def on_host_views_arrived(self, _message: HostViewsArrived) -> None:
+        merged: dict[str, HostView] = {}
+        for batch in self.views_inbox.take():
+            merged.update(batch)
+        self.cluster_screen.apply_views(merged)
+        if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in merged:
+            self.screen.take(merged[self.screen.host.name])
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.group == "connections":
@@ -114,6 +153,9 @@ class DistConsoleApp(App[int]):
             )
 
     async def on_unmount(self) -> None:
+        if self.monitor is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.monitor.close(), CLOSE_TIMEOUT_S)
         if self.connections is not None:
             # Quitting must not hang on a host that black-holes the close; jobs are
             # detached on their hosts, so nothing is lost by giving up here.
@@ -123,8 +165,10 @@ class DistConsoleApp(App[int]):
     # -- actions -----------------------------------------------------------------------
 
     def action_show_hosts(self) -> None:
-        while len(self.screen_stack) > 1 and self.screen is not self.hosts_screen:
-            self.pop_screen()
+        self.switch_mode("_default")
+
+    def action_show_gpus(self) -> None:
+        self.switch_mode("gpus")
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
@@ -163,6 +207,7 @@ class DistConsoleApp(App[int]):
         yield SystemCommand(
             "Hosts", "Show every host and its connection state", self.action_show_hosts
         )
+        yield SystemCommand("GPUs", "Show every GPU of every host, live", self.action_show_gpus)
         yield SystemCommand(
             "Reconnect all",
             "Retry every host that is not up now, without waiting for the back-off",

@@ -1,0 +1,193 @@
+"""The cluster screen: one GPU panel per host, live; filter, attention view, host detail."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static
+
+from console.inventory import Host, Inventory
+from console.probe.models import HostView
+from console.ui.attention import gpu_alerts, host_needs_attention
+from console.ui.widgets.gpu_panel import HostPanel
+
+
+def matches(host: Host, query: str) -> bool:
+    """``/`` filter: a case-insensitive substring of the host's name or of one of its tags."""
+    q = query.strip().lower()
+    return not q or q in host.name.lower() or any(q in t.lower() for t in host.tags)
+
+
+class ClusterScreen(Screen[None]):
+    BINDINGS = [
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("a", "toggle_attention", "Attention"),
+        Binding("enter", "detail", "Host detail"),
+        # Priority: the scroll container's own up/down would only scroll, not move focus.
+        Binding("down", "next_panel", "Next host", show=False, priority=True),
+        Binding("up", "previous_panel", "Previous host", show=False, priority=True),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
+
+    def __init__(self, inventory: Inventory, *, clock: Callable[[], float]) -> None:
+        super().__init__(name="gpus")
+        self.inventory = inventory
+        self._clock = clock
+        self.views: dict[str, HostView] = {}
+        self.query_text = ""
+        self.attention_only = False
+        self._panels: dict[str, HostPanel] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(
+            placeholder="filter hosts by name or tag (Enter keeps, Esc clears)", id="filter"
+        )
+        yield Static(self._summary(), id="cluster-summary")
+        with VerticalScroll(id="panels"):
+            for host in self.inventory.hosts:
+                panel = HostPanel(host, clock=self._clock)
+                self._panels[host.name] = panel
+                yield panel
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.views:
+            self.apply_views(dict(self.views))
+        self.set_interval(1.0, self._refresh_ages)
+        self.call_after_refresh(self._focus_first_panel)
+
+    # -- data in -------------------------------------------------------------------------
+
+    def apply_views(self, batch: Mapping[str, HostView]) -> None:
+        """A batch of host views (only the hosts that changed)."""
+        self.views.update(batch)
+        if not self._panels or not self.is_mounted:
+            return
+        for name, view in batch.items():
+            panel = self._panels.get(name)
+            if panel is not None:
+                panel.take(view)
+        self._apply_visibility()
+        self.query_one("#cluster-summary", Static).update(self._summary())
+
+    def _refresh_ages(self) -> None:
+        # Down hosts say how long ago they were last seen; that text ages by itself.
+        for panel in self._panels.values():
+            if panel.view is not None and (not panel.view.up or panel.view.stale):
+                panel.watch_view(panel.view)
+
+    # -- visibility ----------------------------------------------------------------------
+
+    def _visible(self, panel: HostPanel) -> bool:
+        if not matches(panel.host, self.query_text):
+            return False
+        if self.attention_only:
+            view = self.views.get(panel.host.name)
+            return view is None or host_needs_attention(view)
+        return True
+
+    def _apply_visibility(self) -> None:
+        for panel in self._panels.values():
+            shown = self._visible(panel)
+            if panel.display != shown:
+                panel.display = shown
+            if panel.attention_only != self.attention_only:
+                panel.attention_only = self.attention_only
+
+    def visible_hosts(self) -> list[str]:
+        return [name for name, panel in self._panels.items() if panel.display]
+
+    def _summary(self) -> str:
+        views = list(self.views.values())
+        total = len(self.inventory.hosts)
+        down = sum(1 for v in views if not v.up or v.stale)
+        gpus = [g for v in views if v.sample and v.up and not v.stale for g in v.sample.gpus]
+        utils = [g.utilization_gpu for g in gpus if g.utilization_gpu is not None]
+        memory = [g.memory_fraction for g in gpus if g.memory_fraction is not None]
+        attention = sum(1 for g in gpus if gpu_alerts(g))
+        parts = [f"{total} hosts" + (f" ({down} down)" if down else ""), f"{len(gpus)} GPUs"]
+        if utils:
+            parts.append(f"util avg {sum(utils) / len(utils):.0f}%")
+        if memory:
+            parts.append(f"memory avg {100 * sum(memory) / len(memory):.0f}%")
+        if attention:
+            parts.append(f"{attention} GPUs need attention")
+        if any(v.sample is not None and v.sample.simulated for v in views):
+            parts.append("simulated GPUs")
+        if self.query_text:
+            parts.append(f"filter: {self.query_text!r}")
+        if self.attention_only:
+            parts.append("ATTENTION VIEW (a: all)")
+        return "  ·  ".join(parts)
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            # The summary line keeps showing the filter; the box gives the keys back.
+            event.input.remove_class("-open")
+            self._focus_first_panel()
+
+    def set_filter(self, text: str) -> None:
+        self.query_text = text
+        self._apply_visibility()
+        self.query_one("#cluster-summary", Static).update(self._summary())
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.remove_class("-open")
+        self.set_filter("")
+        self._focus_first_panel()
+
+    def action_toggle_attention(self) -> None:
+        self.attention_only = not self.attention_only
+        self._apply_visibility()
+        self.query_one("#cluster-summary", Static).update(self._summary())
+
+    def _focus_first_panel(self) -> None:
+        shown = [p for p in self._panels.values() if p.display]
+        if shown:
+            shown[0].focus()
+
+    def _move(self, step: int) -> None:
+        shown = [p for p in self._panels.values() if p.display]
+        if not shown:
+            return
+        current = self.focused
+        index = shown.index(current) if isinstance(current, HostPanel) and current in shown else -1
+        target = shown[(index + step) % len(shown)] if index >= 0 else shown[0]
+        target.focus()
+        target.scroll_visible()
+
+    def action_next_panel(self) -> None:
+        self._move(1)
+
+    def action_previous_panel(self) -> None:
+        self._move(-1)
+
+    def action_detail(self) -> None:
+        focused = self.focused
+        if not isinstance(focused, HostPanel):
+            self._focus_first_panel()
+            focused = self.focused
+        if isinstance(focused, HostPanel):
+            from console.ui.screens.host_detail import HostDetailScreen
+
+            self.app.push_screen(
+                HostDetailScreen(focused.host, self.views.get(focused.host.name), self._clock)
+            )

@@ -1,0 +1,114 @@
+"""One host in full: host figures, every GPU with every reported field, every process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from console.inventory import Host
+from console.probe.models import GpuSample, HostView
+from console.ui import formatting
+from console.ui.attention import gpu_alerts
+from console.ui.widgets.gpu_panel import NOT_REPORTED, host_figures
+
+GPU_COLUMNS = (
+    "GPU", "Name", "Util", "Mem util", "Memory", "Temp", "Power", "Fan", "Perf",
+    "SM MHz", "Mem MHz", "ECC corr/uncorr", "MIG", "UUID", "Attention",
+)  # fmt: skip
+PROCESS_COLUMNS = ("GPU", "PID", "User", "Memory", "Job", "Rank", "Local rank", "Command")
+
+
+def figure(value: float | int | str | None, unit: str = "", digits: int = 0) -> str:
+    if value is None:
+        return NOT_REPORTED
+    if isinstance(value, str):
+        return value
+    return f"{value:.{digits}f}{unit}"
+
+
+def gpu_row(g: GpuSample) -> tuple[str, ...]:
+    memory = f"{figure(g.memory_used_mib)}/{figure(g.memory_total_mib)} MiB"
+    ecc = f"{figure(g.ecc_corrected)}/{figure(g.ecc_uncorrected)}"
+    power = f"{figure(g.power_draw_w)}/{figure(g.power_limit_w)} W"
+    return (
+        str(g.index), g.name or NOT_REPORTED, figure(g.utilization_gpu, "%"),
+        figure(g.utilization_memory, "%"), memory, figure(g.temperature_c, "°C"), power,
+        figure(g.fan_percent, "%"), figure(g.pstate), figure(g.clock_sm_mhz),
+        figure(g.clock_mem_mhz), ecc, figure(g.mig_mode), g.uuid or NOT_REPORTED,
+        ", ".join(gpu_alerts(g)),
+    )  # fmt: skip
+
+
+class HostDetailScreen(Screen[None]):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
+
+    def __init__(self, host: Host, view: HostView | None, clock: Callable[[], float]) -> None:
+        super().__init__(name=f"detail:{host.name}")
+        self.host = host
+        self.view = view
+        self._clock = clock
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="detail-host")
+        yield Static("GPUs", classes="detail-heading")
+        gpus: DataTable[str] = DataTable(id="detail-gpus", cursor_type="row", zebra_stripes=True)
+        gpus.add_columns(*GPU_COLUMNS)
+        yield gpus
+        yield Static("Processes", classes="detail-heading")
+        processes: DataTable[str] = DataTable(id="detail-processes", cursor_type="row")
+        processes.add_columns(*PROCESS_COLUMNS)
+        yield processes
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.take(self.view)
+
+    def take(self, view: HostView | None) -> None:
+        """Show a newer view of this host (the app forwards every batch while shown)."""
+        self.view = view
+        if not self.query("#detail-gpus"):
+            return  # not composed yet; on_mount shows it
+        header = self.query_one("#detail-host", Static)
+        gpus = self.query_one("#detail-gpus", DataTable)
+        processes = self.query_one("#detail-processes", DataTable)
+        # Rows are rebuilt per sample; keep the user's place in both tables.
+        gpu_row_at, process_row_at = gpus.cursor_row, processes.cursor_row
+        gpus.clear()
+        processes.clear()
+        if view is None:
+            header.update(f"{self.host.name}: connecting, no sample yet")
+            return
+        state = f"{self.host.name} ({formatting.address(self.host)}): {view.state.value}"
+        if view.reason:
+            state += f" — {view.reason}"
+        if not view.up or view.stale:
+            state += f"; last seen {formatting.ago(view.last_seen, self._clock())}"
+        sample = view.sample
+        if sample is None:
+            header.update(state)
+            return
+        source = sample.gpu_source + (" (simulated)" if sample.simulated else "")
+        lines = [state, host_figures(sample), f"GPU source: {source}"]
+        if sample.gpu_error:
+            lines.append(sample.gpu_error)
+        header.update("\n".join(lines))
+        for g in sample.gpus:
+            gpus.add_row(*gpu_row(g), key=str(g.index))
+            for p in g.processes:
+                processes.add_row(
+                    str(g.index),
+                    str(p.pid),
+                    p.user or NOT_REPORTED,
+                    figure(p.used_memory_mib, " MiB"),
+                    p.job or "",
+                    figure(p.rank) if p.job else "",
+                    figure(p.local_rank) if p.job else "",
+                    p.command or NOT_REPORTED,
+                )
+        gpus.move_cursor(row=min(gpu_row_at, max(0, gpus.row_count - 1)))
+        processes.move_cursor(row=min(process_row_at, max(0, processes.row_count - 1)))

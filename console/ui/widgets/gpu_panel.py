@@ -1,0 +1,221 @@
+"""One host's nvidia-smi-style panel: a line per GPU (bars, figures, history), its processes.
+
+The panel is ONE widget that renders text, not a widget per bar: 64 hosts x 8 GPUs stay
+cheap to lay out, and a new sample repaints only the panels of the hosts that changed.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.theme import Theme
+from textual.widget import Widget
+
+from console.inventory import Host
+from console.probe.models import GpuProcess, GpuSample, HostSample, HostView
+from console.transport.base import HostState
+from console.ui import formatting
+from console.ui.attention import gpu_alerts
+from console.ui.theming import state_colour
+
+HISTORY = 16  # samples of utilization kept per GPU for the sparkline
+MAX_PROCESS_LINES = 4
+BAR = 10
+SPARK = " ▁▂▃▄▅▆▇█"
+NOT_REPORTED = "n/r"
+
+
+def bar(fraction: float | None, width: int = BAR) -> str:
+    if fraction is None:
+        return "·" * width
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def sparkline(values: deque[float | None] | list[float | None], width: int = HISTORY) -> str:
+    shown = list(values)[-width:]
+    chars = [
+        " " if v is None else SPARK[1 + min(7, int(max(0.0, v) / 100 * 8 - 1e-9))] for v in shown
+    ]
+    return "".join(chars).rjust(width)
+
+
+def gib(mib: float | None) -> str:
+    return NOT_REPORTED if mib is None else f"{mib / 1024:.1f}"
+
+
+def short_gpu_name(name: str | None) -> str:
+    if not name:
+        return NOT_REPORTED
+    return name.removeprefix("NVIDIA ").removeprefix("Tesla ")
+
+
+def process_label(p: GpuProcess) -> str:
+    if p.job:
+        rank = f" r{p.rank}" if p.rank is not None else ""
+        return f"{p.job}{rank}"
+    command = (p.command or "").split(" ")[0].rsplit("/", 1)[-1]
+    return f"pid {p.pid}" + (f" {command}" if command else "")
+
+
+def rate(value: float | None) -> str:
+    """Bytes/s as a short figure: 1.2M, 340K."""
+    if value is None:
+        return NOT_REPORTED
+    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}"
+
+
+def host_figures(sample: HostSample) -> str:
+    """The host line of a panel; a figure the host does not report reads "n/r"."""
+    cpu = NOT_REPORTED if sample.cpu_percent is None else f"{sample.cpu_percent:.0f}%"
+    cores = f" of {sample.cpu_count}" if sample.cpu_count else ""
+    load = NOT_REPORTED if sample.load_1m is None else f"{sample.load_1m:.1f}"
+    if sample.memory_used_mib is None and sample.memory_total_mib is None:
+        memory = NOT_REPORTED
+    else:
+        memory = f"{gib(sample.memory_used_mib)}/{gib(sample.memory_total_mib)}G"
+    parts = [f"cpu {cpu}{cores}", f"load {load}", f"mem {memory}"]
+    if sample.net_rx_bytes_s is None and sample.net_tx_bytes_s is None:
+        parts.append(f"net {NOT_REPORTED}")
+    else:
+        parts.append(f"net ↓{rate(sample.net_rx_bytes_s)} ↑{rate(sample.net_tx_bytes_s)}/s")
+    if sample.disk_read_bytes_s is None and sample.disk_write_bytes_s is None:
+        parts.append(f"disk {NOT_REPORTED}")
+    else:
+        parts.append(
+            f"disk r {rate(sample.disk_read_bytes_s)} w {rate(sample.disk_write_bytes_s)}/s"
+        )
+    return "  ".join(parts)
+
+
+class HostPanel(Widget, can_focus=True):
+    """Set ``view`` (a :class:`HostView`) and the panel repaints; history grows per sample."""
+
+    view: reactive[HostView | None] = reactive(None, layout=True, always_update=True)
+    attention_only: reactive[bool] = reactive(False, layout=True)
+
+    def __init__(self, host: Host, *, clock: Callable[[], float]) -> None:
+        super().__init__(id=f"panel-{host.name}", classes="host-panel")
+        self.host = host
+        self._clock = clock
+        self.history: dict[int, deque[float | None]] = {}
+        self._last_sample_time: float | None = None
+        self.border_title = host.name
+
+    # -- data in -------------------------------------------------------------------------
+
+    def take(self, view: HostView) -> None:
+        """A new view of this host: record history once per new sample, then repaint."""
+        sample = view.sample
+        if sample is not None and sample.time != self._last_sample_time and not view.stale:
+            self._last_sample_time = sample.time
+            for gpu in sample.gpus:
+                self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(
+                    gpu.utilization_gpu
+                )
+        self.view = view
+
+    def watch_view(self, view: HostView | None) -> None:
+        down = view is not None and (not view.up or view.stale)
+        self.set_class(down, "-down")
+        self._set_titles(view)
+
+    def needs_attention(self) -> bool:
+        from console.ui.attention import host_needs_attention
+
+        return self.view is not None and host_needs_attention(self.view)
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def _set_titles(self, view: HostView | None) -> None:
+        tags = f" · {', '.join(self.host.tags)}" if self.host.tags else ""
+        state = view.state.value if view else HostState.CONNECTING.value
+        self.border_title = f"{self.host.name} · {state}{tags}"
+        subtitle = ""
+        if view is not None:
+            if not view.up or view.stale:
+                seen = formatting.ago(view.last_seen, self._clock())
+                why = view.reason or ("no sample lately" if view.stale else "")
+                subtitle = f"{why} · last seen {seen}" if why else f"last seen {seen}"
+            elif view.sample is not None and view.sample.simulated:
+                subtitle = "simulated GPUs"
+            elif view.sample is not None:
+                subtitle = view.sample.gpu_source
+        self.border_subtitle = formatting.clip(subtitle, 90)
+
+    def render(self) -> Text:
+        view = self.view
+        theme = self.app.current_theme
+        if view is None or view.sample is None:
+            reason = view.reason if view is not None else ""
+            state = view.state.value if view is not None else "connecting"
+            note = f"{state}: {reason}" if reason else f"{state}: waiting for the first sample"
+            return Text(note, style="dim")
+        sample = view.sample
+        greyed = not view.up or view.stale
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(host_figures(sample), style="dim")
+        gpus = sample.gpus
+        if not gpus:
+            text.append("\n" + (sample.gpu_error or "no NVIDIA GPU"), style="dim italic")
+        shown = [g for g in gpus if not self.attention_only or gpu_alerts(g)]
+        for gpu in shown:
+            text.append("\n")
+            text.append_text(self._gpu_line(gpu, theme))
+        if self.attention_only and gpus and not shown:
+            text.append("\nno GPU needs attention", style="dim italic")
+        text.append_text(self._process_lines(shown))
+        if greyed:
+            text.stylize("dim")
+        return text
+
+    def _gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        util = gpu.utilization_gpu
+        memory = gpu.memory_fraction
+        line.append(f"{gpu.index:>2} ", style="bold")
+        line.append(f"{formatting.clip(short_gpu_name(gpu.name), 16):<16} ")
+        line.append(bar(None if util is None else util / 100), style=theme.primary or "")
+        line.append(f" {NOT_REPORTED if util is None else f'{util:.0f}%':>4}  ")
+        mem_style = theme.warning if memory is not None and memory >= 0.9 else theme.secondary
+        line.append(bar(memory), style=mem_style or "")
+        used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
+        line.append(f" {used:>11}  ")
+        temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
+        hot = "hot" in gpu_alerts(gpu)
+        line.append(f"{temp:>5}", style=f"bold {theme.error}" if hot else "")
+        draw = NOT_REPORTED if gpu.power_draw_w is None else f"{gpu.power_draw_w:.0f}"
+        limit = NOT_REPORTED if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
+        line.append(f" {draw + '/' + limit + 'W':>10} ")
+        line.append(sparkline(self.history.get(gpu.index, deque())), style=theme.accent or "")
+        # Alerts before process labels: a narrow panel cuts the labels, not the warning.
+        alerts = gpu_alerts(gpu)
+        if alerts:
+            colour = state_colour(theme, "down")
+            line.append("  ⚠ " + ", ".join(alerts), style=f"bold {colour}")
+        labels = sorted({process_label(p) for p in gpu.processes})
+        if labels:
+            line.append("  " + ", ".join(labels))
+        return line
+
+    def _process_lines(self, gpus: list[GpuSample]) -> Text:
+        rows = [(g.index, p) for g in gpus for p in g.processes]
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for index, p in rows[:MAX_PROCESS_LINES]:
+            memory = (
+                NOT_REPORTED if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f}G"
+            )
+            owner = f"job {p.job} rank {p.rank}" if p.job else (p.user or "")
+            command = formatting.clip(p.command or "", 60)
+            text.append(f"\n   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", style="dim")
+            text.append(command, style="dim italic")
+        if len(rows) > MAX_PROCESS_LINES:
+            more = len(rows) - MAX_PROCESS_LINES
+            text.append(f"\n   +{more} more processes (Enter: host detail)", style="dim")
+        return text
