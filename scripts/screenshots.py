@@ -78,8 +78,26 @@ async def shoot(path: Path, theme: str, press: tuple[str, ...] = ()) -> None:
     print(path)
 
 
+async def shoot_gpus(path: Path, theme: str) -> None:
+    # The fixed GPU figures of the UI snapshot tests (shaped like real A100 samples).
+    sys.path.insert(0, str(ROOT / "tests" / "ui"))
+    from ui_fixtures import FROZEN_NOW, gpu_inventory, gpu_views
+
+    app = DistConsoleApp(
+        gpu_inventory(), theme=theme, connections_factory=None, clock=lambda: FROZEN_NOW
+    )
+    async with app.run_test(size=(130, 40)) as pilot:
+        await pilot.press("g")
+        for step in range(12):
+            app.cluster_screen.apply_views(gpu_views(step))
+        await pilot.pause()
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+    print(path)
+
+
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    await shoot_gpus(out / "cluster-dark.svg", "distconsole-dark")
     await shoot(out / "hosts-dark.svg", "distconsole-dark")
     await shoot(out / "hosts-light.svg", "distconsole-light")
     await shoot(out / "help.svg", "distconsole-dark", press=("question_mark",))
