@@ -4,6 +4,7 @@ rank, across a host's sshd being stopped and started mid-stream."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -184,3 +185,42 @@ async def test_truncation_over_ssh_restarts_the_file(sshd_cluster: Factory) -> N
     assert "truncated" in kinds
     assert texts == [f"old {i}" for i in range(50)] + ["new 0"]
     assert follower.cursors[f"~/distconsole/.distconsole/jobs/{JOB}/rank-0.out"].offset == 6
+
+
+def dc(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "data"))
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args], env=env, capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_logs_cli_follows_a_real_ddp_job_on_two_hosts(
+    sshd_cluster: Factory, tmp_path: Path
+) -> None:
+    cluster = sshd_cluster(n=2)
+    inv = str(cluster.inventory_path)
+    launched = dc(
+        tmp_path, "launch", inv, "--kind", "ddp", "--gpus-per-host", "1", "--detach", "--",
+        "example:ddp", "--steps", "30", "--sleep", "0.05",
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    job_id = launched.stdout.strip()
+    followed = dc(tmp_path, "logs", inv, job_id, "--follow", "--since-start", "--json")
+    assert followed.returncode == 0, followed.stderr
+    rows = [json.loads(line) for line in followed.stdout.splitlines()]
+    steps: dict[int, list[str]] = defaultdict(list)
+    for row in rows:
+        assert set(row) >= {"host", "rank", "stream", "line"}
+        if " step " in row["line"] and row["rank"] is not None:
+            steps[row["rank"]].append(row["line"])
+            assert row["line"].startswith(f"rank {row['rank']} ")  # attributed right
+            assert row["host"] == ("node0" if row["rank"] == 0 else "node1")
+    assert sorted(steps) == [0, 1]
+    assert all(len(lines) == len(set(lines)) for lines in steps.values())
+    # the job is over: a second, non-following read prints the same rank lines
+    again = dc(tmp_path, "logs", inv, job_id, "--rank", "1", "--grep", "STEP")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [f"node1 r1| {line}" for line in steps[1]]
