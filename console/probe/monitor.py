@@ -112,8 +112,15 @@ class HostMonitor:
                 continue
             got_sample, exit_status, detail = await self._run_once()
             if got_sample:
+                # The stream ended (connection lost, or the sampler died): the last sample
+                # is stale now. Restart promptly, but never in a tight loop.
                 retry = 1.0
-                continue  # the stream ended (connection lost): wait for the pool
+                if self.view.sample is not None and not self.view.stale:
+                    self._set(replace(self.view, stale=True))
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), min(1.0, self.interval))
+                continue
             if exit_status == COMMAND_NOT_FOUND and not self.use_nvsmi_loop:
                 self.use_nvsmi_loop = True
                 continue
