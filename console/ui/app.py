@@ -26,11 +26,14 @@ from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
 from console.ui.inbox import Inbox
+from console.ui.job_control import JobControl
 from console.ui.messages import HostStatusesArrived, HostViewsArrived
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen, KeyHelp
 from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.screens.hosts import HostsScreen
+from console.ui.screens.jobs import JobsScreen
+from console.ui.screens.launch import LaunchScreen
 from console.ui.theming import (
     DEFAULT_THEME,
     STATE_VARIABLES,
@@ -55,6 +58,8 @@ class DistConsoleApp(App[int]):
         Binding("colon", "command_palette", "Commands", key_display=":"),
         Binding("h", "show_hosts", "Hosts"),
         Binding("g", "show_gpus", "GPUs"),
+        Binding("j", "show_jobs", "Jobs"),
+        Binding("l", "launch", "Launch"),
         Binding("t", "cycle_theme", "Theme"),
     ]
 
@@ -76,6 +81,7 @@ class DistConsoleApp(App[int]):
         self._connections_factory = connections_factory
         self.connections: HostStatusSource | None = None
         self.monitor: ClusterMonitor | None = None
+        self.jobs: JobControl | None = None
         self._monitor_interval = monitor_interval
         self.host_statuses: dict[str, HostStatus] = {}
         self.statuses_inbox: Inbox[HostStatus] = Inbox(self, HostStatusesArrived)
@@ -87,7 +93,9 @@ class DistConsoleApp(App[int]):
         self.hosts_screen = HostsScreen(inventory, clock=clock)
         self.cluster_screen = ClusterScreen(inventory, clock=clock)
         # Each top-level screen is a mode: switching keeps its state and its pushed screens.
+        self.jobs_screen = JobsScreen(clock=clock)
         self.add_mode("gpus", lambda: self.cluster_screen)
+        self.add_mode("jobs", lambda: self.jobs_screen)
 
     def get_default_screen(self) -> Screen[None]:
         return self.hosts_screen
@@ -109,6 +117,7 @@ class DistConsoleApp(App[int]):
         connections = factory(self.inventory)
         self.connections = connections
         await connections.start()
+        self.run_worker(self._attach_jobs(connections), group="connections", exit_on_error=False)
         if self._monitor_interval is not None:
             self.run_worker(
                 self._follow_gpu_views(connections, self._monitor_interval),
@@ -129,6 +138,18 @@ class DistConsoleApp(App[int]):
         self.monitor = monitor
         async for batch in monitor.updates():
             self.views_inbox.put(batch)
+
+    async def _attach_jobs(self, connections: HostStatusSource) -> None:
+        from console.transport.pool import ClusterConnections
+
+        if not isinstance(connections, ClusterConnections):
+            return
+        self.jobs = JobControl(connections, self.inventory)
+        # Jobs started by an earlier console keep running on their hosts: follow them again.
+        await connections.wait_settled()
+        attached = await self.jobs.attach_unfinished()
+        if attached:
+            self.notify(f"Re-attached to {len(attached)} running job(s)", timeout=5)
 
     def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
         latest = {status.name: status for status in self.statuses_inbox.take()}
@@ -153,6 +174,9 @@ class DistConsoleApp(App[int]):
             )
 
     async def on_unmount(self) -> None:
+        if self.jobs is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.jobs.close(), CLOSE_TIMEOUT_S)
         if self.monitor is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.monitor.close(), CLOSE_TIMEOUT_S)
@@ -169,6 +193,20 @@ class DistConsoleApp(App[int]):
 
     def action_show_gpus(self) -> None:
         self.switch_mode("gpus")
+
+    def action_show_jobs(self) -> None:
+        self.switch_mode("jobs")
+
+    def action_launch(self) -> None:
+        if isinstance(self.screen, LaunchScreen):
+            return
+
+        def launched(job_id: str | None) -> None:
+            if job_id:
+                self.notify(f"Job {job_id} is running", timeout=5)
+                self.switch_mode("jobs")
+
+        self.push_screen(LaunchScreen(self.inventory), launched)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from rich.text import Text
+
 from console.inventory import Host
+
+
+def plain(value: object) -> Text:
+    """A table cell shown as is: DataTable parses plain strings as markup, so a reason
+    such as "[Errno 111] Connection refused" would lose its brackets."""
+    return Text(str(value))
 
 
 def ago(then: float | None, now: float) -> str:

@@ -141,11 +141,16 @@ async def test_rows_take_the_latest_status_of_a_batch_and_ages_follow_the_clock(
         )
         await pilot.pause()
         assert screen.table.state_of("node0") == "down"
-        assert screen.table.get_cell("node0", "reason") == "reset"
+        assert screen.table.text_of("node0", "reason") == "reset"
         assert "1 down" in str(screen.query_one("#hosts-summary", Static).render())
         now[0] += 125
         screen.table.refresh_ages()
-        assert screen.table.get_cell("node0", "last_seen") == "2m ago"
+        assert screen.table.text_of("node0", "last_seen") == "2m ago"
+        # Brackets in a reason are text, not markup.
+        screen.apply_statuses(
+            [HostStatus("node1", HostState.DOWN, reason="[Errno 111] Connection refused")]
+        )
+        assert screen.table.text_of("node1", "reason") == "[Errno 111] Connection refused"
         # Unknown hosts (not in this inventory) are ignored, not a crash.
         screen.apply_statuses([HostStatus("stranger", HostState.UP)])
         assert "stranger" not in screen.table.statuses

@@ -111,14 +111,14 @@ async def test_enter_opens_the_host_detail_with_every_gpu_and_process() -> None:
         gpus = detail.query_one("#detail-gpus", DataTable)
         processes = detail.query_one("#detail-processes", DataTable)
         assert gpus.row_count == 2 and processes.row_count == 1
-        assert processes.get_row_at(0)[1:3] == ["777", "bob"]
+        assert [c.plain for c in processes.get_row_at(0)[1:3]] == ["777", "bob"]
         row = gpus.get_row_at(1)
-        assert "n/r" in row[6]  # power draw not reported
+        assert "n/r" in row[6].plain  # power draw not reported
         # A new batch from the monitor's inbox reaches the open detail screen.
-        before = gpus.get_row_at(1)[2]
+        before = gpus.get_row_at(1)[2].plain
         app.views_inbox.put(gpu_views(5))
         await pilot.pause()
-        assert gpus.get_row_at(1)[2] != before  # node1 GPU 1 utilization moved
+        assert gpus.get_row_at(1)[2].plain != before  # node1 GPU 1 utilization moved
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is screen

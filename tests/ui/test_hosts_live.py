@@ -43,8 +43,8 @@ async def test_rows_follow_a_host_going_down_and_coming_back(
     app = DistConsoleApp(inventory)
     async with app.run_test(size=(140, 30)) as pilot:
         await wait_for_rows(pilot, app, {first: "up", second: "up"}, timeout=20)
-        latency = app.hosts_screen.table.get_cell(first, "latency")
-        assert str(latency).endswith(("ms", " s"))
+        latency = app.hosts_screen.table.text_of(first, "latency")
+        assert latency.endswith(("ms", " s"))
 
         cluster.stop(second)
         await wait_for_rows(pilot, app, {first: "up", second: "down"}, timeout=15)

@@ -47,7 +47,7 @@ class ClusterScreen(Screen[None]):
         yield Input(
             placeholder="filter hosts by name or tag (Enter keeps, Esc clears)", id="filter"
         )
-        yield Static(self._summary(), id="cluster-summary")
+        yield Static(self._summary(), id="cluster-summary", markup=False)
         with VerticalScroll(id="panels"):
             for host in self.inventory.hosts:
                 panel = HostPanel(host, clock=self._clock)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -32,10 +33,10 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box"):
             yield Static("Keys  (Esc or ? closes)", id="help-title")
-            table: DataTable[str] = DataTable(id="help-keys", cursor_type="row")
+            table: DataTable[Text] = DataTable(id="help-keys", cursor_type="row")
             table.add_columns("Key", "Does", "Where")
             for item in self.keys:
-                table.add_row(item.key, item.description, item.scope)
+                table.add_row(Text(item.key), Text(item.description), Text(item.scope))
             yield table
 
     def action_dismiss_help(self) -> None:

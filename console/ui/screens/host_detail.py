@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -13,6 +14,7 @@ from console.inventory import Host
 from console.probe.models import GpuSample, HostView
 from console.ui import formatting
 from console.ui.attention import gpu_alerts
+from console.ui.formatting import plain
 from console.ui.widgets.gpu_panel import NOT_REPORTED, host_figures
 
 GPU_COLUMNS = (
@@ -54,13 +56,13 @@ class HostDetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("", id="detail-host")
+        yield Static("", id="detail-host", markup=False)
         yield Static("GPUs", classes="detail-heading")
-        gpus: DataTable[str] = DataTable(id="detail-gpus", cursor_type="row", zebra_stripes=True)
+        gpus: DataTable[Text] = DataTable(id="detail-gpus", cursor_type="row", zebra_stripes=True)
         gpus.add_columns(*GPU_COLUMNS)
         yield gpus
         yield Static("Processes", classes="detail-heading")
-        processes: DataTable[str] = DataTable(id="detail-processes", cursor_type="row")
+        processes: DataTable[Text] = DataTable(id="detail-processes", cursor_type="row")
         processes.add_columns(*PROCESS_COLUMNS)
         yield processes
         yield Footer()
@@ -98,17 +100,22 @@ class HostDetailScreen(Screen[None]):
             lines.append(sample.gpu_error)
         header.update("\n".join(lines))
         for g in sample.gpus:
-            gpus.add_row(*gpu_row(g), key=str(g.index))
+            gpus.add_row(*map(plain, gpu_row(g)), key=str(g.index))
             for p in g.processes:
                 processes.add_row(
-                    str(g.index),
-                    str(p.pid),
-                    p.user or NOT_REPORTED,
-                    figure(p.used_memory_mib, " MiB"),
-                    p.job or "",
-                    figure(p.rank) if p.job else "",
-                    figure(p.local_rank) if p.job else "",
-                    p.command or NOT_REPORTED,
+                    *map(
+                        plain,
+                        (
+                            str(g.index),
+                            str(p.pid),
+                            p.user or NOT_REPORTED,
+                            figure(p.used_memory_mib, " MiB"),
+                            p.job or "",
+                            figure(p.rank) if p.job else "",
+                            figure(p.local_rank) if p.job else "",
+                            p.command or NOT_REPORTED,
+                        ),
+                    )
                 )
         gpus.move_cursor(row=min(gpu_row_at, max(0, gpus.row_count - 1)))
         processes.move_cursor(row=min(process_row_at, max(0, processes.row_count - 1)))

@@ -47,10 +47,10 @@ class HostsScreen(Screen[None]):
         yield Header()
         warning = insecure_warning(self.inventory)
         if warning:
-            yield Static(warning, id="insecure-banner")
-        yield Static(self._summary(), id="hosts-summary")
+            yield Static(warning, id="insecure-banner", markup=False)
+        yield Static(self._summary(), id="hosts-summary", markup=False)
         yield HostTable(self.inventory.hosts, clock=self._clock, id="hosts-table")
-        yield Static("", id="host-detail")
+        yield Static("", id="host-detail", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:

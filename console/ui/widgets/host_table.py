@@ -48,13 +48,13 @@ class HostTable(DataTable[str | Text]):
             self.add_column(label, key=key, width=REASON_MIN_WIDTH if key == "reason" else None)
         for host in self._hosts.values():
             self.add_row(
-                host.name,
-                formatting.address(host),
+                formatting.plain(host.name),
+                formatting.plain(formatting.address(host)),
                 self._state_text(HostState.CONNECTING),
-                "-",
-                "never",
-                ", ".join(host.tags),
-                "",
+                formatting.plain("-"),
+                formatting.plain("never"),
+                formatting.plain(", ".join(host.tags)),
+                formatting.plain(""),
                 key=host.name,
             )
         self._rows_ready = True
@@ -103,7 +103,9 @@ class HostTable(DataTable[str | Text]):
             return
         column.width = width
         for status in self.statuses.values():
-            self.update_cell(status.name, "reason", formatting.clip(status.reason, width))
+            self.update_cell(
+                status.name, "reason", formatting.plain(formatting.clip(status.reason, width))
+            )
         # DataTable recomputes its virtual size only when told its dimensions changed.
         self._require_update_dimensions = True
         self.refresh()
@@ -111,9 +113,18 @@ class HostTable(DataTable[str | Text]):
     def _write_row(self, status: HostStatus, now: float) -> None:
         row = status.name
         self.update_cell(row, "state", self._state_text(status.state), update_width=True)
-        self.update_cell(row, "reason", formatting.clip(status.reason, self._reason_width))
-        self.update_cell(row, "latency", formatting.latency(status.latency_ms), update_width=True)
-        self.update_cell(row, "last_seen", self._last_seen(status, now), update_width=True)
+        self.update_cell(
+            row, "reason", formatting.plain(formatting.clip(status.reason, self._reason_width))
+        )
+        self.update_cell(
+            row,
+            "latency",
+            formatting.plain(formatting.latency(status.latency_ms)),
+            update_width=True,
+        )
+        self.update_cell(
+            row, "last_seen", formatting.plain(self._last_seen(status, now)), update_width=True
+        )
 
     def _last_seen(self, status: HostStatus, now: float) -> str:
         # An up host is being seen right now; the stored time is only when it last answered.
@@ -127,7 +138,9 @@ class HostTable(DataTable[str | Text]):
             return
         now = self._clock()
         for status in self.statuses.values():
-            self.update_cell(status.name, "last_seen", self._last_seen(status, now))
+            self.update_cell(
+                status.name, "last_seen", formatting.plain(self._last_seen(status, now))
+            )
 
     def _recolour_states(self, _theme: Theme) -> None:
         if not self._rows_ready:
@@ -137,7 +150,10 @@ class HostTable(DataTable[str | Text]):
 
     def state_of(self, name: str) -> str:
         """The state shown in the row of ``name`` (what the user reads)."""
-        cell = self.get_cell(name, "state")
+        return self.text_of(name, "state")
+
+    def text_of(self, name: str, column: str) -> str:
+        cell = self.get_cell(name, column)
         return cell.plain if isinstance(cell, Text) else str(cell)
 
     @property

@@ -1,0 +1,190 @@
+"""``j``: every job of this inventory with state, duration, hosts and ranks; ``s`` stops
+the selected job after a confirmation; Enter opens its logs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Header, Static
+
+from console.errors import ConsoleError
+from console.jobs.models import JobState
+from console.ui.formatting import plain
+from console.ui.job_control import JobRow
+
+STATE_COLOURS = {
+    JobState.STARTING: "connecting",
+    JobState.RUNNING: "up",
+    JobState.SUCCEEDED: "up",
+    JobState.FAILED: "down",
+    JobState.STOPPED: "auth-failed",
+    JobState.LOST: "host-key-rejected",
+}
+COLUMNS = ("ID", "Name", "Kind", "State", "Duration", "Hosts", "Ranks")
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class ConfirmStop(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y", "answer(True)", "Stop it"),
+        Binding("n,escape", "answer(False)", "Keep it"),
+    ]
+
+    def __init__(self, row: JobRow) -> None:
+        super().__init__()
+        self.row = row
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Static(
+                f"Stop job {self.row.id} ({self.row.name}) on {', '.join(self.row.hosts)}?\n"
+                "Every process group gets SIGTERM, then SIGKILL after the grace period.",
+                id="confirm-text",
+                markup=False,
+            )
+            yield Button("Stop it (y)", variant="error", id="confirm-yes")
+            yield Button("Keep it (n)", id="confirm-no")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-yes")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)
+
+
+class JobsScreen(Screen[None]):
+    BINDINGS = [
+        Binding("s", "stop", "Stop job"),
+        Binding("enter", "logs", "Logs"),
+    ]
+
+    def __init__(self, *, clock: Callable[[], float]) -> None:
+        super().__init__(name="jobs")
+        self._clock = clock
+        self.rows: dict[str, JobRow] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="jobs-summary", markup=False)
+        table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row")
+        yield table
+        yield Static("", id="job-detail", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#jobs-table", DataTable)
+        for label in COLUMNS:
+            table.add_column(label, key=label.lower())
+        self.show_rows(list(self.rows.values()))
+        self.set_interval(1.0, self._tick)
+
+    def on_screen_resume(self) -> None:
+        self._tick()
+
+    def _tick(self) -> None:
+        control = getattr(self.app, "jobs", None)
+        if control is not None:
+            self.show_rows(control.rows())
+
+    def show_rows(self, rows: list[JobRow]) -> None:
+        """Replace the table's content with these rows (newest first), keeping the cursor."""
+        self.rows = {r.id: r for r in rows}
+        if not self.query("#jobs-table"):
+            return
+        table = self.query_one("#jobs-table", DataTable)
+        selected = self.selected_id
+        now = self._clock()
+        theme = self.app.current_theme
+        from console.ui.theming import state_colour
+
+        table.clear()
+        for row in rows:
+            colour = state_colour(theme, STATE_COLOURS[row.state])
+            table.add_row(
+                plain(row.id),
+                plain(row.name),
+                plain(row.kind),
+                Text(row.state.value, style=f"bold {colour}"),
+                plain(duration(row.duration(now))),
+                plain(", ".join(row.hosts)),
+                plain(row.ranks),
+                key=row.id,
+            )
+        if selected in self.rows:
+            table.move_cursor(row=table.get_row_index(selected))
+        running = sum(1 for r in rows if not r.state.finished)
+        self.query_one("#jobs-summary", Static).update(
+            f"{len(rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  Enter: logs"
+        )
+        self._show_detail()
+
+    @property
+    def selected_id(self) -> str | None:
+        if not self.query("#jobs-table"):
+            return None
+        table = self.query_one("#jobs-table", DataTable)
+        if not table.row_count:
+            return None
+        key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return key.value
+
+    def on_data_table_row_highlighted(self, _event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        row = self.rows.get(self.selected_id or "")
+        text = ""
+        if row is not None:
+            text = f"{row.id}: {row.state.value}"
+            if row.failure:
+                text += f"\n{row.failure}"
+        self.query_one("#job-detail", Static).update(text)
+
+    def action_stop(self) -> None:
+        row = self.rows.get(self.selected_id or "")
+        if row is None:
+            return
+        if row.state.finished:
+            self.notify(f"{row.id} has already {row.state.value}", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._stop(row.id)
+
+        self.app.push_screen(ConfirmStop(row), answered)
+
+    @work(group="stop")
+    async def _stop(self, job_id: str) -> None:
+        control = getattr(self.app, "jobs", None)
+        if control is None:
+            self.notify("Not connected to the cluster", severity="error")
+            return
+        self.notify(f"Stopping {job_id} on every host…", timeout=3)
+        try:
+            report = await control.stop(job_id)
+        except ConsoleError as exc:
+            self.notify(f"Stopping {job_id} failed: {exc}", severity="error", timeout=15)
+            return
+        if report.clean:
+            self.notify(f"{job_id}: {report.describe()}", timeout=10)
+        else:
+            self.notify(f"{job_id}: {report.describe()}", severity="error", timeout=20)
+        self._tick()
+
+    def action_logs(self) -> None:
+        job_id = self.selected_id
+        if job_id is not None:
+            self.run_worker(self.app.run_action(f"open_logs({job_id!r})"))

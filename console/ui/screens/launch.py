@@ -1,0 +1,227 @@
+"""``l``: the launch form. Keyboard only; errors inline under each field; a live preview
+of the exact per-host commands; Enter (in any field) or ctrl+r launches, Esc closes."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Checkbox, Footer, Header, Input, Label, Select, SelectionList, Static
+
+from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
+from console.inventory import Inventory
+from console.jobs.models import JobKind
+from console.jobs.planner import plan
+from console.jobs.spec import JobSpec, make_spec, parse_env
+from console.ui.job_control import plan_preview
+
+TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
+    # (spec field, label, placeholder)
+    ("tags", "Tags", "only hosts with any of these tags (space separated)"),
+    ("gpus_per_host", "GPUs per host", "default: the host's gpus, else 1"),
+    ("program", "Program", "script, executable or example:ddp / example:horovod / example:ps"),
+    ("args", "Arguments", "as in a shell: --lr 0.1 --steps {steps_per_rank}"),
+    ("env", "Environment", "NAME=VALUE NAME2='a b'"),
+    ("total_steps", "Total steps", "split over the ranks (Horovod: per GPU share)"),
+    ("ps", "PS tasks", "ps kind: number of parameter servers (default 1)"),
+    ("workers", "Workers", "ps kind: number of workers (default one per host)"),
+    ("interface", "Interface", "NIC for NCCL/Gloo/MPI traffic (default: the host's)"),
+    ("master_port", "Master port", "default: a free port on the master host"),
+    ("name", "Name", "default: kind-program"),
+    ("workdir", "Working directory", "default: each host's work_dir"),
+)
+INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port")
+PS_ONLY = ("ps", "workers")
+
+
+def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]]:
+    """Form values -> (spec, {}) or (None, {field: message}); every problem names its field."""
+    errors: dict[str, str] = {}
+    fields: dict[str, Any] = {"kind": values["kind"], "hosts": tuple(values["hosts"])}
+    fields["fail_fast"] = bool(values.get("fail_fast", True))
+    for name, _, _ in TEXT_FIELDS:
+        raw = str(values.get(name, "")).strip()
+        if not raw:
+            continue
+        try:
+            if name in INT_FIELDS:
+                if not raw.lstrip("-").isdigit():
+                    raise JobSpecError(name, f"{raw!r} is not a whole number")
+                fields[name] = int(raw)
+            elif name == "tags":
+                fields[name] = tuple(raw.replace(",", " ").split())
+            elif name == "args":
+                fields[name] = tuple(shlex.split(raw))
+            elif name == "env":
+                fields[name] = parse_env(shlex.split(raw))
+            else:
+                fields[name] = raw
+        except ValueError as exc:  # shlex: unbalanced quotes
+            errors[name] = str(exc)
+        except JobSpecError as exc:
+            errors[exc.field] = exc.detail
+    if "program" not in fields and "program" not in errors:
+        errors["program"] = "a program is required (a script, an executable or example:NAME)"
+    if errors:
+        return None, errors
+    try:
+        return make_spec(**fields), {}
+    except JobSpecError as exc:
+        return None, {exc.field: exc.detail}
+
+
+class LaunchScreen(Screen[str | None]):
+    """Dismisses with the started job's id (None when closed without launching)."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Close"),
+        Binding("ctrl+r", "launch", "Launch"),
+    ]
+
+    def __init__(self, inventory: Inventory) -> None:
+        super().__init__(name="launch")
+        self.inventory = inventory
+        self.spec: JobSpec | None = None
+        self.errors: dict[str, str] = {}
+        self.launching = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="launch-body"):
+            with VerticalScroll(id="launch-form"):
+                yield Label("Kind")
+                yield Select(
+                    [(k.value, k.value) for k in JobKind], value="ddp", allow_blank=False, id="kind"
+                )
+                yield Static("", id="error-kind", classes="field-error", markup=False)
+                yield Label("Hosts (none ticked: all)")
+                yield SelectionList[str](
+                    *[(f"{h.name}  {' '.join(h.tags)}", h.name) for h in self.inventory.hosts],
+                    id="hosts",
+                )
+                yield Static("", id="error-hosts", classes="field-error", markup=False)
+                for name, label, placeholder in TEXT_FIELDS:
+                    yield Label(label, id=f"label-{name}")
+                    value = "example:ddp" if name == "program" else ""
+                    yield Input(value=value, placeholder=placeholder, id=name)
+                    yield Static("", id=f"error-{name}", classes="field-error", markup=False)
+                yield Checkbox("Fail fast: one failing rank stops the job", True, id="fail_fast")
+                yield Checkbox("Run the pre-flight checks before starting", True, id="preflight")
+            with VerticalScroll(id="launch-preview-box") as box:
+                box.border_title = "What every host will run"
+                yield Static("", id="launch-preview", markup=False)
+        yield Static("", id="launch-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_preview()
+        self.query_one("#program", Input).focus()
+
+    # -- form state ----------------------------------------------------------------------
+
+    def values(self) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "kind": str(self.query_one("#kind", Select).value),
+            "hosts": list(self.query_one("#hosts", SelectionList).selected),
+            "fail_fast": self.query_one("#fail_fast", Checkbox).value,
+        }
+        for name, _, _ in TEXT_FIELDS:
+            values[name] = self.query_one(f"#{name}", Input).value
+        return values
+
+    def refresh_preview(self) -> None:
+        values = self.values()
+        is_ps = values["kind"] == JobKind.PS.value
+        for name in PS_ONLY:
+            for selector in (f"#{name}", f"#label-{name}", f"#error-{name}"):
+                self.query_one(selector).display = is_ps
+            if not is_ps:
+                values[name] = ""
+        spec, errors = form_to_spec(values)
+        preview = ""
+        if spec is not None:
+            try:
+                preview = plan_preview(plan(spec, self.inventory))
+            except JobSpecError as exc:
+                errors = {exc.field: exc.detail}
+                spec = None
+            except PlanError as exc:
+                errors = {"plan": str(exc)}
+                spec = None
+        self.spec, self.errors = spec, errors
+        for node in self.query(".field-error"):
+            field = (node.id or "").removeprefix("error-")
+            if isinstance(node, Static):
+                node.update(errors.get(field, ""))
+        unplaced = {f: m for f, m in errors.items() if not self.query(f"#error-{f}")}
+        status = self.query_one("#launch-status", Static)
+        if unplaced:
+            status.update("; ".join(f"{f}: {m}" for f, m in unplaced.items()))
+        elif errors:
+            status.update("Fix the fields marked in red.")
+        elif not self.launching:
+            status.update("Ready: Enter or ctrl+r launches; Esc closes.")
+        self.query_one("#launch-preview", Static).update(
+            preview or "(the preview appears once the form is valid)"
+        )
+
+    def on_input_changed(self, _event: Input.Changed) -> None:
+        self.refresh_preview()
+
+    def on_select_changed(self, _event: Select.Changed) -> None:
+        self.refresh_preview()
+
+    def on_selection_list_selected_changed(self, _event: SelectionList.SelectedChanged) -> None:
+        self.refresh_preview()
+
+    def on_checkbox_changed(self, _event: Checkbox.Changed) -> None:
+        self.refresh_preview()
+
+    def on_input_submitted(self, _event: Input.Submitted) -> None:
+        self.action_launch()
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_launch(self) -> None:
+        self.refresh_preview()
+        status = self.query_one("#launch-status", Static)
+        if self.spec is None:
+            first = next(iter(self.errors), None)
+            if first and self.query(f"#{first}"):
+                self.query_one(f"#{first}").focus()
+            status.update("Not launched: fix the fields marked in red.")
+            return
+        if self.launching:
+            return
+        control = getattr(self.app, "jobs", None)
+        if control is None:
+            status.update("Not launched: not connected to the cluster yet.")
+            return
+        self.launching = True
+        status.update("Launching: planning, pre-flight, starting on every host…")
+        self._launch(self.spec, self.query_one("#preflight", Checkbox).value)
+
+    @work(exclusive=True, group="launch")
+    async def _launch(self, spec: JobSpec, preflight: bool) -> None:
+        status = self.query_one("#launch-status", Static)
+        control = getattr(self.app, "jobs", None)
+        try:
+            assert control is not None
+            job = await control.launch(spec, preflight=preflight)
+        except PreflightError as exc:
+            status.update(f"Not launched: {exc} (untick the pre-flight box to launch anyway)")
+            return
+        except ConsoleError as exc:
+            status.update(f"Not launched: {exc}")
+            return
+        finally:
+            self.launching = False
+        self.dismiss(job.id)
