@@ -197,6 +197,21 @@ class DistConsoleApp(App[int]):
     def action_show_jobs(self) -> None:
         self.switch_mode("jobs")
 
+    def action_open_logs(self, job_id: str) -> None:
+        from console.errors import JobError
+        from console.ui.screens.logs import LogsScreen
+
+        if self.jobs is None:
+            self.notify("Not connected to the cluster: no logs to follow", severity="warning")
+            return
+        job = self.jobs.runner.jobs.get(job_id)
+        try:
+            plan = job.plan if job is not None else self.jobs.history.get(job_id).plan
+        except JobError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.push_screen(LogsScreen(plan, clock=self.clock))
+
     def action_launch(self) -> None:
         if isinstance(self.screen, LaunchScreen):
             return

@@ -1,0 +1,401 @@
+"""A job's logs: every rank live with a host/rank prefix, rank choice, search, filter with
+context, follow/pause, first error, wrap, save; a steps panel per rank.
+
+A worker follows the job's files on its hosts and puts batches in an inbox; the screen
+takes everything waiting at once. The store keeps the last N lines per rank; the view
+renders at most ``VIEW_LINES`` of them (everything stays on the hosts' disks).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Header, Input, RichLog, SelectionList, Static
+
+from console.jobs.models import JobPlan
+from console.logs.buffer import Gap, LogStore, Shown, compile_search
+from console.logs.models import LogBatch, LogLine, RankKey, rank_key, rank_label
+from console.logs.stalls import find_stalls
+from console.logs.steps import StepTracker
+from console.ui.formatting import plain
+from console.ui.inbox import Inbox
+from console.ui.log_render import prefix_width, render_lines
+
+VIEW_LINES = 5000
+CONTEXT_LINES = 2
+STEP_COLUMNS = ("Rank", "Host", "Step", "Steps/s", "Samples/s", "Loss", "Lag", "")
+
+
+class LogBatchesArrived(Message):
+    """Log batches wait in the logs screen's inbox."""
+
+
+class ChooseRanks(ModalScreen[list[RankKey] | None]):
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        # Priority: in a SelectionList Enter would toggle the option instead.
+        Binding("enter", "done", "Show", priority=True),
+    ]
+
+    def __init__(self, ranks: Sequence[RankKey], chosen: Sequence[RankKey] | None) -> None:
+        super().__init__()
+        self.ranks = list(ranks)
+        self.chosen = set(chosen if chosen is not None else ranks)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="ranks-box"):
+            yield Static("Ranks to show (space toggles, Enter shows, Esc cancels)")
+            yield SelectionList[str](
+                *[(rank_label(k), repr(k), k in self.chosen) for k in self.ranks], id="ranks"
+            )
+
+    def on_mount(self) -> None:
+        choices = self.query_one("#ranks", SelectionList)
+        choices.highlighted = 0
+        choices.focus()
+
+    def action_done(self) -> None:
+        picked = set(self.query_one("#ranks", SelectionList).selected)
+        self.dismiss([k for k in self.ranks if repr(k) in picked])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class LogsScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("r", "ranks", "Ranks"),
+        Binding("slash", "search", "Search", key_display="/"),
+        Binding("n", "next_match", "Next match"),
+        Binding("m", "filter_mode", "Matching only"),
+        Binding("f", "follow", "Follow/pause"),
+        Binding("e", "first_error", "First error"),
+        Binding("w", "wrap", "Wrap"),
+        Binding("ctrl+s", "save", "Save"),
+    ]
+
+    def __init__(
+        self,
+        plan: JobPlan,
+        *,
+        clock: Callable[[], float],
+        max_lines_per_rank: int | None = None,
+        follow_hosts: bool = True,
+    ) -> None:
+        super().__init__(name=f"logs:{plan.job_id}")
+        self.plan = plan
+        self._clock = clock
+        self.store = LogStore(max_lines_per_rank) if max_lines_per_rank else LogStore()
+        self.steps = StepTracker()
+        self.inbox: Inbox[LogBatch] = Inbox(self, LogBatchesArrived)
+        self.ranks: list[RankKey] | None = None  # None: every rank
+        self.search: re.Pattern[str] | None = None
+        self.filter_mode = False
+        self.following = True
+        self.shown: list[LogLine | Shown | Gap] = []
+        self.matches: list[int] = []  # positions in ``shown``
+        self.match_at = -1
+        self.notes: list[str] = []
+        self._follow_hosts = follow_hosts
+        self._width = 8
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="logs-summary", markup=False)
+        yield Input(placeholder="search (regular expression, Enter applies, Esc clears)",
+                    id="log-search")  # fmt: skip
+        with Horizontal(id="logs-body"):
+            yield RichLog(id="log-view", max_lines=VIEW_LINES, wrap=False, markup=False)
+            steps: DataTable[Text] = DataTable(id="steps-table", cursor_type="none")
+            steps.add_columns(*STEP_COLUMNS)
+            yield steps
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#log-view", RichLog).focus()
+        self.set_interval(1.0, self._refresh_steps)
+        if self._follow_hosts:
+            self._follow()
+        self._summary()
+
+    # -- data in -------------------------------------------------------------------------
+
+    @work(group="logs", exit_on_error=False)
+    async def _follow(self) -> None:
+        from console.logs.follower import HostLogFollower, follow_hosts
+        from console.logs.targets import targets_from_plan
+
+        connections = getattr(self.app, "connections", None)
+        if connections is None:
+            self.notes.append("not connected: no live logs")
+            return
+        followers = [HostLogFollower(connections[t.host], t) for t in targets_from_plan(self.plan)]
+        async for batch in follow_hosts(followers):
+            self.inbox.put(batch)
+
+    def on_log_batches_arrived(self, _message: LogBatchesArrived) -> None:
+        self.apply_batches(self.inbox.take())
+
+    def apply_batches(self, batches: Sequence[LogBatch]) -> None:
+        """Take batches of lines (and notes); the view appends what it shows."""
+        lines = [line for batch in batches for line in batch.lines]
+        for batch in batches:
+            for note in batch.notes:
+                if note.kind in ("error", "disconnected", "truncated", "rotated"):
+                    self.notes = [*self.notes[-4:], f"{note.host}: {note.kind} {note.message}"]
+        if not lines:
+            self._summary()
+            return
+        self.store.add(lines)
+        self.steps.feed(lines)
+        new_width = max(self._width, prefix_width(lines[:64]))
+        if not self.following:
+            pass  # the view stays still; "f" brings it up to date
+        elif self.filter_mode or new_width != self._width:
+            self._width = new_width
+            self.rebuild()
+        else:
+            chosen = None if self.ranks is None else set(self.ranks)
+            fresh = [ln for ln in lines if chosen is None or rank_key(ln) in chosen]
+            self._append(fresh[-VIEW_LINES:])
+        self._summary()
+
+    # -- view ----------------------------------------------------------------------------
+
+    @property
+    def view(self) -> RichLog:
+        return self.query_one("#log-view", RichLog)
+
+    def _append(self, lines: Sequence[LogLine]) -> None:
+        if not lines:
+            return
+        start = len(self.shown)
+        self.shown.extend(lines)
+        if self.search is not None:
+            self.matches += [start + i for i, ln in enumerate(lines) if self.search.search(ln.text)]
+        if len(self.shown) > VIEW_LINES:
+            cut = len(self.shown) - VIEW_LINES
+            self.shown = self.shown[cut:]
+            self.matches = [m - cut for m in self.matches if m >= cut]
+        for text in render_lines(lines, width=self._width, search=self.search):
+            self.view.write(text, scroll_end=True)
+
+    def rebuild(self, focus: int | None = None) -> None:
+        """Render the view again from the store (ranks, search, filter mode, wrap)."""
+        items: list[LogLine | Shown | Gap]
+        if self.filter_mode and self.search is not None:
+            items = list(self.store.filtered(self.search, CONTEXT_LINES, self.ranks))
+        else:
+            items = list(self.store.lines(self.ranks))
+        if focus is not None and len(items) > VIEW_LINES:
+            start = max(0, min(focus - VIEW_LINES // 4, len(items) - VIEW_LINES))
+        else:
+            start = max(0, len(items) - VIEW_LINES)
+        self.shown = items[start : start + VIEW_LINES]
+        self.matches = []
+        if self.search is not None:
+            for i, item in enumerate(self.shown):
+                line = item.line if isinstance(item, Shown) else item
+                if isinstance(line, LogLine) and self.search.search(line.text):
+                    self.matches.append(i)
+        view = self.view
+        view.clear()
+        texts = render_lines(self.shown, width=self._width, search=self.search)
+        for text in texts:
+            view.write(text, scroll_end=False)
+        if focus is not None:
+            self._scroll_view_to(focus - start)
+        elif self.following:
+            view.scroll_end(animate=False)
+
+    def _scroll_view_to(self, index: int) -> None:
+        view = self.view
+        # RichLog renders one row per line without wrap; with wrap this lands near it.
+        view.scroll_to(y=max(0, index - 3), animate=False)
+
+    def shown_text(self) -> list[str]:
+        out = []
+        for item in self.shown:
+            if isinstance(item, Gap):
+                out.append(f"··· {item.skipped} lines ···")
+            else:
+                line = item.line if isinstance(item, Shown) else item
+                out.append(f"{line.host} {rank_label(rank_key(line))} | {line.text}")
+        return out
+
+    # -- panels --------------------------------------------------------------------------
+
+    def _gpu_util(self) -> dict[RankKey, float]:
+        views = getattr(getattr(self.app, "cluster_screen", None), "views", {})
+        util: dict[RankKey, float] = {}
+        for view in views.values():
+            for gpu in view.sample.gpus if view.sample else ():
+                for p in gpu.processes:
+                    ours = p.job == self.plan.job_id and p.rank is not None
+                    if ours and gpu.utilization_gpu is not None and p.rank is not None:
+                        util[p.rank] = gpu.utilization_gpu
+        return util
+
+    def _refresh_steps(self) -> None:
+        ranks = self.steps.ranks()
+        progress = self.steps.job(self.plan.total_steps)
+        stalled = {s.key: s for s in find_stalls(ranks, self._clock(), self._gpu_util())}
+        furthest = max((r.step or 0 for r in ranks), default=0)
+        table = self.query_one("#steps-table", DataTable)
+        table.clear()
+
+        def fig(value: Any, digits: int = 1) -> Text:
+            return plain("" if value is None else f"{value:.{digits}f}")
+
+        for r in ranks:
+            lag = furthest - r.step if r.step is not None else None
+            table.add_row(
+                plain(rank_label(r.key)), plain(r.host), plain("" if r.step is None else r.step),
+                fig(r.steps_per_s, 2), fig(r.samples_per_s), fig(r.loss, 4),
+                plain(lag or ""),
+                Text("stalled", style="bold red") if r.key in stalled else plain(""),
+            )  # fmt: skip
+        self._progress = progress
+        self._stalled = stalled
+        self._summary()
+
+    def _summary(self) -> None:
+        if not self.query("#logs-summary"):
+            return
+        parts = [
+            f"job {self.plan.job_id}",
+            f"{self.store.total_received} lines",
+            "following" if self.following else "PAUSED (f follows)",
+        ]
+        progress = getattr(self, "_progress", None)
+        if progress is not None and progress.ranks:
+            total = f"/{progress.total_steps}" if progress.total_steps else ""
+            parts.append(f"steps: sum {progress.sum_steps}{total} · rank 0 {progress.rank0_step}")
+            if progress.samples_per_s is not None:
+                parts.append(f"{progress.samples_per_s:.1f} samples/s")
+            if progress.slowest is not None and progress.slowest_lag:
+                parts.append(f"slowest {rank_label(progress.slowest)} -{progress.slowest_lag}")
+        stalled = getattr(self, "_stalled", {})
+        if stalled:
+            parts.append("STALLED: " + ", ".join(rank_label(k) for k in stalled))
+        if self.ranks is not None:
+            parts.append("ranks " + ",".join(rank_label(k) for k in self.ranks))
+        if self.search is not None:
+            parts.append(f"/{self.search.pattern}/ {len(self.matches)} matches")
+        if self.filter_mode:
+            parts.append(f"matching only (±{CONTEXT_LINES})")
+        if self.notes:
+            parts.append(self.notes[-1])
+        self.query_one("#logs-summary", Static).update("  ·  ".join(parts))
+
+    # -- actions -------------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        box = self.query_one("#log-search", Input)
+        if box.has_class("-open"):
+            box.remove_class("-open")
+            self.view.focus()
+            return
+        self.dismiss(None)
+
+    def action_ranks(self) -> None:
+        def chosen(keys: list[RankKey] | None) -> None:
+            if keys is None:
+                return
+            self.ranks = None if set(keys) == set(self.store.ranks()) else keys
+            self.rebuild()
+            self._summary()
+
+        self.app.push_screen(ChooseRanks(self.store.ranks(), self.ranks), chosen)
+
+    def action_search(self) -> None:
+        box = self.query_one("#log-search", Input)
+        box.add_class("-open")
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "log-search":
+            return
+        self.set_search(event.value)
+        event.input.remove_class("-open")
+        self.view.focus()
+
+    def set_search(self, pattern: str) -> None:
+        if not pattern.strip():
+            self.search, self.filter_mode = None, False
+            self.rebuild()
+            self._summary()
+            return
+        try:
+            self.search = compile_search(pattern)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.rebuild()
+        self.match_at = -1
+        self.action_next_match()
+        self._summary()
+
+    def action_next_match(self) -> None:
+        if not self.matches:
+            if self.search is not None:
+                self.notify("no line matches", severity="warning", timeout=2)
+            return
+        self.match_at = (self.match_at + 1) % len(self.matches)
+        self.following = False  # stay on the match while new lines arrive
+        self._scroll_view_to(self.matches[self.match_at])
+        self._summary()
+
+    def action_filter_mode(self) -> None:
+        if self.search is None:
+            self.notify("search first (/), then m shows only matching lines", timeout=3)
+            return
+        self.filter_mode = not self.filter_mode
+        self.rebuild()
+        self._summary()
+
+    def action_follow(self) -> None:
+        self.following = not self.following
+        if self.following:
+            self.rebuild()
+        self._summary()
+
+    def action_first_error(self) -> None:
+        error = self.store.first_error
+        if error is None:
+            self.notify("no error line so far", timeout=2)
+            return
+        self.filter_mode = False
+        if self.ranks is not None and rank_key(error) not in self.ranks:
+            self.ranks = None
+        items = self.store.lines(self.ranks)
+        index = next((i for i, ln in enumerate(items) if ln is error), len(items) - 1)
+        self.following = False
+        self.rebuild(focus=index)
+        self.error_index = next(i for i, it in enumerate(self.shown) if it is error)
+        self._summary()
+
+    def action_wrap(self) -> None:
+        self.view.wrap = not self.view.wrap
+        self.rebuild()
+
+    def action_save(self) -> None:
+        path = Path.cwd() / f"{self.plan.job_id}-logs.txt"
+        try:
+            path.write_text("\n".join(self.shown_text()) + "\n", encoding="utf-8")
+        except OSError as exc:
+            self.notify(f"could not save: {exc}", severity="error")
+            return
+        self.notify(f"saved {len(self.shown)} lines to {path}", timeout=5)
+        self.saved_to = path

@@ -1,0 +1,139 @@
+"""The logs screen with Pilot: rank choice, search, filter mode, follow/pause, first
+error, wrap, save, steps panel. Batches of LogLine are fed into the screen's update
+method (the follower itself is tested over real sshd in tests/integration); the whole
+path over real hosts is in test_logs_live.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, RichLog
+from ui_fixtures import FROZEN_NOW
+
+from console.inventory import Host, Inventory
+from console.jobs.planner import plan
+from console.jobs.spec import make_spec
+from console.logs.models import LogBatch, LogLine
+from console.ui.app import DistConsoleApp
+from console.ui.screens.logs import ChooseRanks, LogsScreen
+
+INVENTORY = Inventory(
+    path="/srv/hosts.yaml",
+    hosts=(Host(name="node0", address="10.0.0.10"), Host(name="node1", address="10.0.0.11")),
+)
+PLAN = plan(
+    make_spec(kind="ddp", program="example:ddp", gpus_per_host=2), INVENTORY, job_id="demo-1"
+)
+
+
+def batch(start: int, count: int, *, error_at: int | None = None) -> LogBatch:
+    """``count`` steps of 4 ranks (2 per host), optionally rank 3 failing at one step."""
+    lines = []
+    for step in range(start, start + count):
+        for rank in range(4):
+            host = f"node{rank // 2}"
+            text = f"step {step} loss {1.0 / (step + 1):.4f} samples/s 128.0"
+            lines.append(LogLine("demo-1", host, rank, rank % 2, "stdout", text, FROZEN_NOW))
+            if error_at == step and rank == 3:
+                lines.append(
+                    LogLine("demo-1", host, 3, 1, "stderr", "RuntimeError: [boom]", FROZEN_NOW)
+                )
+    return LogBatch("node0", tuple(lines), received=FROZEN_NOW)
+
+
+async def open_logs(pilot: Pilot[Any]) -> LogsScreen:
+    app = pilot.app
+    screen = LogsScreen(PLAN, clock=lambda: FROZEN_NOW, follow_hosts=False)
+    await app.push_screen(screen)
+    await pilot.pause()
+    screen.apply_batches([batch(0, 10), batch(10, 10, error_at=12)])
+    await pilot.pause()
+    return screen
+
+
+def make_app() -> DistConsoleApp:
+    return DistConsoleApp(INVENTORY, connections_factory=None, clock=lambda: FROZEN_NOW)
+
+
+async def test_all_ranks_interleaved_then_chosen_ranks() -> None:
+    app = make_app()
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await open_logs(pilot)
+        text = screen.shown_text()
+        assert len(text) == 81  # 20 steps x 4 ranks + the error line
+        assert text[0] == "node0 r0 | step 0 loss 1.0000 samples/s 128.0"
+        assert text[3].startswith("node1 r3 | step 0")
+        assert "node1 r3 | RuntimeError: [boom]" in text  # brackets kept, not markup
+        await pilot.press("r")
+        await pilot.pause()
+        chooser = app.screen
+        assert isinstance(chooser, ChooseRanks)
+        # Untick r0, r2 and r3: only r1 stays.
+        await pilot.press("space", "down", "down", "space", "down", "space", "enter")
+        await pilot.pause()
+        assert screen.ranks == [1]
+        assert {t.split(" | ")[0] for t in screen.shown_text()} == {"node0 r1"}
+        # New lines of other ranks do not show up while r1 is chosen.
+        screen.apply_batches([batch(20, 1)])
+        await pilot.pause()
+        assert screen.shown_text()[-1] == "node0 r1 | step 20 loss 0.0476 samples/s 128.0"
+
+
+async def test_search_highlights_and_filter_mode_shows_context() -> None:
+    app = make_app()
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await open_logs(pilot)
+        await pilot.press("slash", *"step 1[57] ", "enter")
+        await pilot.pause()
+        assert screen.search is not None and len(screen.matches) == 8
+        assert screen.match_at == 0 and not screen.following
+        await pilot.press("n")
+        assert screen.match_at == 1
+        await pilot.press("m")
+        await pilot.pause()
+        text = screen.shown_text()
+        assert sum("step 15 " in t or "step 17 " in t for t in text) == 8
+        assert any(t.startswith("···") for t in text)  # gaps between the shown parts
+        assert len(text) < 40
+        await pilot.press("m")
+        await pilot.pause()
+        assert len(screen.shown_text()) == 81
+
+
+async def test_follow_pause_first_error_wrap_and_steps() -> None:
+    app = make_app()
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await open_logs(pilot)
+        await pilot.press("f")
+        assert not screen.following
+        screen.apply_batches([batch(20, 2)])
+        await pilot.pause()
+        assert len(screen.shown_text()) == 81  # paused: the view holds still
+        await pilot.press("f")
+        await pilot.pause()
+        assert len(screen.shown_text()) == 89
+        await pilot.press("e")
+        await pilot.pause()
+        assert screen.shown_text()[screen.error_index] == "node1 r3 | RuntimeError: [boom]"
+        assert not screen.following
+        view = screen.query_one("#log-view", RichLog)
+        await pilot.press("w")
+        assert view.wrap
+        screen._refresh_steps()
+        steps = screen.query_one("#steps-table", DataTable)
+        assert steps.row_count == 4
+        assert [c.plain for c in steps.get_row_at(3)[:3]] == ["r3", "node1", "21"]
+
+
+async def test_ctrl_s_saves_what_is_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = make_app()
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await open_logs(pilot)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+    saved = (tmp_path / "demo-1-logs.txt").read_text().splitlines()
+    assert saved == screen.shown_text()
