@@ -184,6 +184,10 @@ class JobsScreen(Screen[None]):
             self.notify(f"{job_id}: {report.describe()}", severity="error", timeout=20)
         self._tick()
 
+    def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
+        # Enter on the focused table selects its row (the table's own binding).
+        self.action_logs()
+
     def action_logs(self) -> None:
         job_id = self.selected_id
         if job_id is not None:
