@@ -193,8 +193,8 @@ async def measure(inventory: Inventory, counts: Sequence[int], repeat: int, data
         await time_runner(runner, inventory.hosts[:1])  # warm-up: imports, first channels
         print(
             f"{'hosts':>5}  {'start s':>8}  {'naive start s':>13}  {'ratio':>6}  "
-            f"{'stop s':>7}  {'naive stop s':>12}  {'ratio':>6}  targets (start<={TARGET_START_S:g}s"
-            f", stop<={TARGET_STOP_S:g}s)"
+            f"{'stop s':>7}  {'naive stop s':>12}  {'ratio':>6}  "
+            f"targets (start<={TARGET_START_S:g}s, stop<={TARGET_STOP_S:g}s)"
         )
         for count in counts:
             chosen = inventory.hosts[:count]
