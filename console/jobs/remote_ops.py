@@ -38,7 +38,12 @@ CWD_FAILED = 127  # ... when the working directory cannot be entered
 
 @functools.cache
 def jobctl_source() -> str:
-    return resources.files("console.jobs.remote").joinpath("jobctl.py").read_text()
+    """The helper's code without its module docstring: it travels on the command line,
+    where ``ps`` on the host shows it; a first comment line says what it is."""
+    text = resources.files("console.jobs.remote").joinpath("jobctl.py").read_text()
+    if text.startswith('"""'):
+        text = text[text.index('"""', 3) + 3 :].lstrip("\n")
+    return "# distconsole job helper (console/jobs/remote/jobctl.py)\n" + text
 
 
 def jobctl_command(host: Host, op: str, args: Mapping[str, Any] | None = None) -> str:
