@@ -68,6 +68,9 @@ def main() -> int:
         )
     checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
     print(f"rank {rank} params_checksum={checksum:.10f}", flush=True)
+    # Without this barrier a rank that tears gloo down first can make a peer, still
+    # finishing its last collective, abort with "terminate called without an active exception".
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
