@@ -21,14 +21,18 @@ from sshd_cluster import (
 
 @pytest.fixture
 def sshd_cluster(tmp_path: Path) -> Iterator[Callable[..., SshdCluster]]:
-    """Factory: ``cluster = sshd_cluster(n=2)`` starts n real sshd hosts; torn down after."""
+    """Factory: ``cluster = sshd_cluster(n=2)`` starts n real sshd hosts; torn down after.
+
+    ``shared_account=True``: one user and one ssh port on every host (see sshd_cluster.py).
+    """
     reason = unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
     clusters: list[SshdCluster] = []
 
-    def make(n: int = 2) -> SshdCluster:
-        cluster = SshdCluster(tmp_path / f"sshd-cluster-{len(clusters)}", n)
+    def make(n: int = 2, *, shared_account: bool = False) -> SshdCluster:
+        root = tmp_path / f"sshd-cluster-{len(clusters)}"
+        cluster = SshdCluster(root, n, shared_account=shared_account)
         clusters.append(cluster)
         return cluster
 

@@ -8,6 +8,15 @@ without prompts (MPI launchers ssh from node0 to node1).
 
 Users are claimed with an ``flock`` per user so that concurrent pytest runs on the same
 machine never share (or ``pkill``) each other's users.
+
+``SshdCluster(root, n, shared_account=True)`` models a real MPI cluster instead: every
+host's sshd accepts ONE test user (one home on this filesystem stands for an NFS home
+shared by every node) and all sshds listen on the SAME port number, each on its own
+127.0.0.x address with its own host key. What differs is :meth:`SshdCluster.stop`: with
+one account, "every process of the host's user" would be every host's processes, so
+stop kills that host's sshd, its sessions, and the user's processes that were started
+through that host's sshd (``SSH_CONNECTION`` in their environment names the host's
+address as the server end); processes that cleared their environment survive.
 """
 
 from __future__ import annotations
@@ -100,9 +109,10 @@ class SshdHost:
 class SshdCluster:
     """N sshd hosts plus the files a client needs to reach them; see the module doc."""
 
-    def __init__(self, root: Path, n: int) -> None:
+    def __init__(self, root: Path, n: int, *, shared_account: bool = False) -> None:
         if not 1 <= n <= MAX_USERS:
             raise ValueError(f"n must be 1..{MAX_USERS}, got {n}")
+        self.shared_account = shared_account
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.hosts: list[SshdHost] = []
@@ -123,13 +133,19 @@ class SshdCluster:
         self.known_hosts_path = root / "known_hosts"
         self.inventory_path = root / "hosts.yaml"
         try:
-            self._claim_users(n)
+            self._claim_users(1 if shared_account else n)
             self._create_hosts(n)
-            for host in self.hosts:
-                self._start_sshd(host, allow_new_port=True)
+            if shared_account:
+                self._start_all_on_one_port()
+            else:
+                for host in self.hosts:
+                    self._start_sshd(host, allow_new_port=True)
             self._write_known_hosts()
+            written: set[str] = set()
             for host in self.hosts:
-                self._write_user_files(host)
+                if host.user not in written:  # one shared home is written once
+                    self._write_user_files(host)
+                    written.add(host.user)
             self.write_inventory()
         except BaseException:
             self.close()
@@ -160,11 +176,14 @@ class SshdCluster:
             time.sleep(0.2)
 
     def _create_hosts(self, n: int) -> None:
-        for i, handle in enumerate(self._locks[:n]):
-            user = Path(handle.name).stem
-            entry = ensure_user(user)
+        users = [Path(handle.name).stem for handle in self._locks]
+        for user in users:
+            ensure_user(user)
             # A previous test may have left jobs running as this user.
             subprocess.run(["pkill", "-KILL", "-u", user], check=False)
+        for i in range(n):
+            user = users[0] if self.shared_account else users[i]
+            entry = pwd.getpwnam(user)
             home = Path(entry.pw_dir)
             address = f"127.0.0.{10 + i}"
             hdir = self.root / f"node{i}"
@@ -238,6 +257,29 @@ class SshdCluster:
             host.port = _free_port(host.address)  # someone took the port in between
         log = host.log_path.read_text(errors="replace")[-2000:]
         raise RuntimeError(f"sshd for {host.name} did not start on {host.port}:\n{log}")
+
+    def _start_all_on_one_port(self) -> None:
+        """Every sshd on the same port number, each on its own address (shared_account)."""
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        addresses = [h.address for h in self.hosts]
+        for _attempt in range(5):
+            port = _common_free_port(addresses)
+            for host in self.hosts:
+                host.port = port
+            try:
+                for host in self.hosts:
+                    self._start_sshd(host)
+                return
+            except RuntimeError:
+                # Someone took the port on one address in between: start all again.
+                for host in self.hosts:
+                    self._kill_sshd(host)
+        raise RuntimeError(f"could not start {len(self.hosts)} sshds on one common port")
+
+    def _kill_sshd(self, host: SshdHost) -> None:
+        if host.process is not None and host.process.poll() is None:
+            host.process.kill()
+            host.process.wait()
 
     def _wait_listening(self, host: SshdHost, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -325,7 +367,12 @@ class SshdCluster:
         return target
 
     def stop(self, name: str) -> None:
-        """Take a host away: sshd stops and every established session drops."""
+        """Take a host away: sshd stops and every established session drops.
+
+        Separate accounts: every process of the host's user is killed too. Shared
+        account: only the user's processes started through this host's sshd are (see
+        the module doc), since the user's other processes belong to the other hosts.
+        """
         host = self.host(name)
         if host.process is not None and host.process.poll() is None:
             try:
@@ -341,7 +388,31 @@ class SshdCluster:
             except subprocess.TimeoutExpired:
                 host.process.kill()
                 host.process.wait()
-        subprocess.run(["pkill", "-KILL", "-u", host.user], check=False)
+        if not self.shared_account:
+            subprocess.run(["pkill", "-KILL", "-u", host.user], check=False)
+            return
+        for proc in self.processes_of(name):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+
+    def processes_of(self, name: str) -> list[psutil.Process]:
+        """The host user's live processes started through ``name``'s sshd (by the server
+        address in their ``SSH_CONNECTION``); on a shared account the only way to tell
+        one loopback "host"'s processes from another's."""
+        host = self.host(name)
+        found = []
+        for proc in psutil.process_iter(["uids", "status"]):
+            try:
+                if proc.info["uids"] is None or proc.info["uids"].real != host.uid:
+                    continue
+                if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                    continue
+                connection = proc.environ().get("SSH_CONNECTION", "").split()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if len(connection) == 4 and connection[2] == host.address:
+                found.append(proc)
+        return found
 
     def _sshd_tree(self, name: str) -> list[psutil.Process]:
         host = self.host(name)
@@ -391,6 +462,20 @@ class SshdCluster:
             subprocess.run(["pkill", "-KILL", "-u", user], check=False)
             handle.close()  # releases the flock
         self._locks.clear()
+
+
+def _common_free_port(addresses: list[str]) -> int:
+    """A port number that is free on every one of ``addresses`` right now."""
+    for _attempt in range(50):
+        port = _free_port(addresses[0])
+        try:
+            for address in addresses[1:]:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                    sock.bind((address, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(f"no port free on all of {', '.join(addresses)}")
 
 
 def _yaml_scalar(value: Any) -> str:

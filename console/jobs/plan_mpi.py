@@ -12,11 +12,24 @@ tagged fragments on one line, in the launcher's output and in the rank files ali
 ``mpirun --output-filename D`` writes ``D/1/rank.<r>/stdout|stderr`` with ``r``
 zero-padded to the digits of ``np``; horovodrun --gloo writes ``D/rank.<r>/...`` padded
 to the digits of ``np - 1`` (and cannot do so for np=1).
+
+Open MPI's daemon on each host writes that host's rank files itself, at the launcher's
+path: the plan lists them on the launcher host, which holds them all when the home
+directory is shared (NFS), as on a usual MPI cluster (one account, same paths).
+
+ssh from the launcher: mpirun and horovodrun pass ONE ``-p`` to every ssh they start,
+including the one to the launcher's own address when they do not recognise it as local
+(any 127.0.0.x but 127.0.0.1, or an address that is not the host's name). So a port is
+planned only when every host agrees on it. The inventory's ``identity_file`` is a path
+on the console's machine, never passed: the launcher host reaches the others with its
+own key, agent or ~/.ssh/config.
 """
 
 from __future__ import annotations
 
-from console.errors import PlanError
+from collections.abc import Callable
+
+from console.inventory import Host
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
 from console.jobs.placement import (
@@ -48,32 +61,56 @@ def interfaces(p: Placement) -> list[str]:
     return found
 
 
-def ssh_options(p: Placement) -> tuple[int | None, str | None, list[str]]:
-    """``(port, identity file, warnings)`` the launcher's ssh needs to reach the others.
+def _described(p: Placement, value: Callable[[Host], object]) -> str:
+    return ", ".join(f"{h.name} ({value(h.host)})" for h in p.hosts)
 
-    Only hosts other than the launcher matter. When they disagree, nothing is passed and
-    the launcher host's own ~/.ssh/config has to know them (a warning says so).
+
+def ssh_port(p: Placement) -> int | None:
+    """The ``-p`` for the launcher's ssh: the one port every host uses, unless it is 22.
+
+    Every host counts, the launcher's too (see the module doc).
     """
-    others = [h.host for h in p.hosts[1:]]
+    ports = {h.host.port or DEFAULT_SSH_PORT for h in p.hosts}
+    if len(ports) != 1:
+        return None
+    only = ports.pop()
+    return only if only != DEFAULT_SSH_PORT else None
+
+
+def cluster_warnings(p: Placement) -> list[str]:
+    """What the launcher's ssh and the ranks on other hosts need that the plan cannot give."""
+    if len(p.hosts) < 2:
+        return []
+    launcher = p.first
     warnings: list[str] = []
-    ports = {h.port or DEFAULT_SSH_PORT for h in others}
-    keys = {h.identity_file for h in others}
-    port: int | None = None
-    key: str | None = None
-    if len(ports) == 1:
-        only = ports.pop()
-        port = only if only != DEFAULT_SSH_PORT else None
-    elif len(ports) > 1:
+    if len({h.host.port or DEFAULT_SSH_PORT for h in p.hosts}) > 1:
         warnings.append(
-            "hosts use different ssh ports; the launcher host's ~/.ssh/config must map them"
+            "hosts use different ssh ports (inventory field 'port': "
+            f"{_described(p, lambda h: h.port or DEFAULT_SSH_PORT)}); the launcher passes "
+            f"one -p to every host's ssh, so none is passed: {launcher.name}'s "
+            "~/.ssh/config must map each host to its port"
         )
-    if len(keys) == 1:
-        key = keys.pop()
-    elif len(keys) > 1:
+    keys = sorted({h.host.identity_file for h in p.hosts if h.host.identity_file})
+    if keys:
         warnings.append(
-            "hosts use different identity files; the launcher host's ~/.ssh/config must name them"
+            f"identity_file {', '.join(keys)} is a path on this console's machine and is not "
+            f"passed to the launcher; {launcher.name} reaches the other hosts with its own "
+            "key (ssh agent or ~/.ssh/config)"
         )
-    return port, key, warnings
+    users = {h.host.user for h in p.hosts if h.host.user}
+    if len(users) > 1:
+        warnings.append(
+            "hosts use different users (inventory field 'user': "
+            f"{_described(p, lambda h: h.user or 'ssh default')}); MPI needs one account "
+            f"on every host: {launcher.name}'s ssh logs in as its own "
+            "user unless its ~/.ssh/config says otherwise"
+        )
+    if len({h.host.work_dir for h in p.hosts}) > 1:
+        warnings.append(
+            f"hosts use different work_dirs ({_described(p, lambda h: h.work_dir)}); every "
+            f"rank runs in {launcher.name}'s ({launcher.host.work_dir}) and its job directory"
+        )
+    return warnings
 
 
 def pad(rank: int, width: int) -> str:
@@ -123,17 +160,9 @@ def mpirun_argv(p: Placement, env: dict[str, str], program: tuple[str, ...]) -> 
     if found:
         joined = ",".join(found)
         argv += ["--mca", "btl_tcp_if_include", joined, "--mca", "oob_tcp_if_include", joined]
-    port, key, _ = ssh_options(p)
-    rsh: list[str] = []
+    port = ssh_port(p)
     if port is not None:
-        rsh += ["-p", str(port)]
-    if key is not None:
-        rsh += ["-i", key]
-    if rsh:
-        # One argv item; mpirun splits it on spaces, so a key path with a space cannot work.
-        if key is not None and " " in key:
-            raise PlanError(f"mpirun cannot pass an identity file with a space in it: {key!r}")
-        argv += ["--mca", "plm_rsh_args", " ".join(rsh)]
+        argv += ["--mca", "plm_rsh_args", f"-p {port}"]
     forwarded: list[str] = []
     for name in (*ALWAYS_FORWARDED, *env):
         if name not in forwarded:
@@ -146,11 +175,9 @@ def horovodrun_argv(p: Placement, program: tuple[str, ...]) -> tuple[str, ...]:
     spec = p.spec
     launcher = p.first
     argv: list[str] = ["horovodrun", "-np", str(p.total_slots), "-H", host_list(p)]
-    port, key, _ = ssh_options(p)
+    port = ssh_port(p)
     if port is not None:
         argv += ["-p", str(port)]
-    if key is not None:
-        argv += ["--ssh-identity-file", key]
     for nic in interfaces(p):
         argv += ["--network-interface", nic]
     argv.append("--gloo" if spec.horovod_launcher == "gloo" else "--mpi")
@@ -187,7 +214,7 @@ def plan_mpi(p: Placement) -> JobPlan:
         LogFile(paths.process_stderr(launcher.job_dir, ROLE, 0), "stderr", "launcher"),
         *rank_files,
     )
-    warnings = list(p.warnings) + ssh_options(p)[2]
+    warnings = list(p.warnings) + cluster_warnings(p)
     differing = [h.name for h in p.hosts[1:] if h.host.env != launcher.host.env]
     if differing:
         warnings.append(

@@ -53,7 +53,7 @@ def test_mpirun_exact_argv_env_and_rank_logs() -> None:
         "mpirun", "-np", "4", "-H", "10.0.0.1:2,10.0.0.2:2",
         "--bind-to", "none", "--output-filename", f"{JD}/ranks",
         "--mca", "btl_tcp_if_include", "eth1", "--mca", "oob_tcp_if_include", "eth1",
-        "--mca", "plm_rsh_args", "-p 2022 -i /keys/id_ed25519",
+        "--mca", "plm_rsh_args", "-p 2022",
         "-x", "PATH", "-x", "LD_LIBRARY_PATH",
         "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS", "-x", "MKL_NUM_THREADS",
         "-x", "NCCL_SOCKET_IFNAME", "-x", "HOSTVAR", "-x", "FOO",
@@ -113,13 +113,76 @@ def test_differing_ssh_ports_warn_instead_of_guessing() -> None:
             Host(name="c", address="127.0.0.12", port=4002),
         ),
     )
-    p = plan(make_spec(kind="mpi", program="a.out"), inv, job_id=JOB)
+    for kind in ("mpi", "horovod"):
+        p = plan(make_spec(kind=kind, program="a.out"), inv, job_id=JOB)
+        assert "plm_rsh_args" not in p.launches[0].argv
+        assert "-p" not in p.launches[0].argv
+        (warning,) = [w for w in p.warnings if "different ssh ports" in w]
+        assert "'port'" in warning and "a (4000), b (4001), c (4002)" in warning
+    # mpirun also ssh's to the launcher's own address (it does not take 127.0.0.10 for
+    # itself), so the launcher's port counts too: two hosts, two ports, still no -p.
+    two = Inventory(path="h", hosts=inv.hosts[:2])
+    p = plan(make_spec(kind="mpi", program="a.out"), two, job_id=JOB)
     assert "plm_rsh_args" not in p.launches[0].argv
     assert any("different ssh ports" in w for w in p.warnings)
-    # Only the hosts the launcher reaches by ssh matter: one other host, one port.
-    two = Inventory(path="h", hosts=inv.hosts[:2])
-    argv = plan(make_spec(kind="mpi", program="a.out"), two, job_id=JOB).launches[0].argv
-    assert argv[argv.index("plm_rsh_args") + 1] == "-p 4001"
+
+
+def test_one_port_on_every_host_is_passed_to_every_ssh() -> None:
+    hosts = tuple(Host(name=n, address=f"127.0.0.{i}", port=4000) for i, n in enumerate("abc"))
+    inv = Inventory(path="h", hosts=hosts)
+    p = plan(make_spec(kind="mpi", program="a.out"), inv, job_id=JOB)
+    argv = p.launches[0].argv
+    assert argv[argv.index("plm_rsh_args") + 1] == "-p 4000"
+    assert not any("ssh port" in w for w in p.warnings)
+    horovod = plan(make_spec(kind="horovod", program="t.py"), inv, job_id=JOB).launches[0].argv
+    assert horovod[horovod.index("-p") + 1] == "4000"
+    # Port 22 everywhere (stated or not) needs no option.
+    default = Inventory(
+        path="h", hosts=(Host(name="a", address="a", port=22), Host(name="b", address="b"))
+    )
+    argv = plan(make_spec(kind="mpi", program="a.out"), default, job_id=JOB).launches[0].argv
+    assert "plm_rsh_args" not in argv
+
+
+def test_console_identity_file_is_never_handed_to_the_launcher() -> None:
+    for kind in ("mpi", "horovod"):
+        p = plan(make_spec(kind=kind, program="t.py"), inventory(), job_id=JOB)
+        argv = p.launches[0].argv
+        assert not any("/keys/id_ed25519" in a for a in argv), argv
+        assert "-i" not in " ".join(argv).split() and "--ssh-identity-file" not in argv
+        (warning,) = [w for w in p.warnings if "identity_file" in w]
+        assert "/keys/id_ed25519" in warning and "n0" in warning
+    # A key path with a space used to be refused; with no key passed it plans fine.
+    spaced = plan(
+        make_spec(kind="mpi", program="a.out"),
+        inventory(identity_file="/my keys/id"),
+        job_id=JOB,
+    )
+    assert any("/my keys/id" in w for w in spaced.warnings)
+
+
+def test_different_users_and_work_dirs_are_warned() -> None:
+    inv = Inventory(
+        path="h",
+        hosts=(
+            Host(name="a", address="10.0.0.1", user="alice", gpus=1),
+            Host(name="b", address="10.0.0.2", user="bob", gpus=1, work_dir="/scratch/b"),
+        ),
+    )
+    p = plan(make_spec(kind="mpi", program="a.out"), inv, job_id=JOB)
+    (users,) = [w for w in p.warnings if "different users" in w]
+    assert "'user'" in users and "a (alice), b (bob)" in users
+    (dirs,) = [w for w in p.warnings if "different work_dirs" in w]
+    assert "b (/scratch/b)" in dirs and "~/distconsole" in dirs
+    # One account, one work_dir, one port, no console key: nothing to warn about.
+    same = Inventory(
+        path="h",
+        hosts=(
+            Host(name="a", address="10.0.0.1", user="alice", port=2022, gpus=1),
+            Host(name="b", address="10.0.0.2", user="alice", port=2022, gpus=1),
+        ),
+    )
+    assert plan(make_spec(kind="mpi", program="a.out"), same, job_id=JOB).warnings == ()
 
 
 def test_rank_log_padding_follows_open_mpi() -> None:
@@ -147,7 +210,7 @@ def test_horovodrun_gloo_exact_argv_and_step_split() -> None:
     launch = p.launches[0]
     assert launch.argv == (
         "horovodrun", "-np", "6", "-H", "10.0.0.1:2,10.0.0.2:2,10.0.0.3:2",
-        "-p", "2022", "--ssh-identity-file", "/keys/id_ed25519",
+        "-p", "2022",
         "--network-interface", "eth0", "--gloo", "--output-filename", f"{JD}/ranks",
         "python3", f"{JD}/example_horovod.py", "--steps", "16",
     )  # fmt: skip
