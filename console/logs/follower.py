@@ -153,9 +153,15 @@ class HostLogFollower:
         iterator = process.lines().__aiter__()
         while True:
             try:
-                line = await asyncio.wait_for(iterator.__anext__(), SILENCE_LIMIT_S)
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
+                # cancellation that races with the read completing.
+                async with asyncio.timeout(SILENCE_LIMIT_S):
+                    line = await iterator.__anext__()
             except (StopAsyncIteration, TimeoutError):
                 return
+            # A stream that always has data buffered never suspends on its own; give the
+            # event loop (the UI, other hosts) a turn after every record.
+            await asyncio.sleep(0)
             if not line:
                 continue
             try:
@@ -227,14 +233,18 @@ async def follow_hosts(
     queue: asyncio.Queue[LogBatch | None] = asyncio.Queue(queue_batches)
 
     async def pump(follower: HostLogFollower) -> None:
+        # No `finally`: a cancelled pump must not block on a full queue; every other
+        # ending puts the end marker so the consumer stops waiting for this host.
         try:
             async for batch in follower.batches():
                 await queue.put(batch)
         except (JobError, TransportError) as exc:
             note = FollowNote(follower.target.host, "", "error", str(exc))
             await queue.put(LogBatch(follower.target.host, (), (note,), time.time(), True))
-        finally:
+        except Exception as exc:  # a bug: report it instead of hanging the consumer
             await queue.put(None)
+            raise exc
+        await queue.put(None)
 
     tasks = [asyncio.create_task(pump(f), name=f"logs:{f.target.host}") for f in followers]
     running = len(tasks)
@@ -248,4 +258,9 @@ async def follow_hosts(
     finally:
         for task in tasks:
             task.cancel()
+        # A pump may be blocked on the full queue: keep it drained until all have ended.
+        while not all(task.done() for task in tasks):
+            while not queue.empty():
+                queue.get_nowait()
+            await asyncio.wait(tasks, timeout=0.1)
         await asyncio.gather(*tasks, return_exceptions=True)

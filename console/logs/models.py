@@ -7,6 +7,7 @@ twice as fast, while staying immutable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -34,6 +35,24 @@ def rank_key(line: LogLine) -> RankKey:
     if line.local_rank is not None:
         return f"local{line.local_rank}@{line.host}"
     return f"{line.role}@{line.host}"
+
+
+def runs(lines: Sequence[LogLine]) -> list[tuple[RankKey, Sequence[LogLine]]]:
+    """Consecutive lines of the same rank, as (key, lines) slices: a batch is mostly a few
+    long runs (one per file chunk), so grouping costs one comparison per line."""
+    out: list[tuple[RankKey, Sequence[LogLine]]] = []
+    start = 0
+    key: RankKey | None = None
+    for i, line in enumerate(lines):
+        rank = line[2]
+        k = rank if rank is not None else rank_key(line)
+        if k != key:
+            if key is not None:
+                out.append((key, lines[start:i]))
+            key, start = k, i
+    if key is not None:
+        out.append((key, lines[start:]))
+    return out
 
 
 def rank_label(key: RankKey) -> str:
