@@ -145,7 +145,9 @@ RANK_REPORT = (
 @pytest.mark.mpi
 @needs_mpirun
 @pytest.mark.parametrize("n", [3, 2])
-async def test_mpirun_across_hosts(sshd_cluster, tmp_path, n) -> None:
+async def test_mpirun_across_hosts(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path, n: int
+) -> None:
     cluster = shared_cluster(sshd_cluster, n)
     async with runner_for(cluster, tmp_path) as runner:
         spec = make_spec(
@@ -180,7 +182,9 @@ async def test_mpirun_across_hosts(sshd_cluster, tmp_path, n) -> None:
 
 @pytest.mark.horovod
 @needs_horovodrun
-async def test_horovodrun_gloo_with_step_share(sshd_cluster, tmp_path) -> None:
+async def test_horovodrun_gloo_with_step_share(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
     cluster = shared_cluster(sshd_cluster, 3)
     async with runner_for(cluster, tmp_path) as runner:
         spec = make_spec(
@@ -214,7 +218,9 @@ async def test_horovodrun_gloo_with_step_share(sshd_cluster, tmp_path) -> None:
 
 @pytest.mark.mpi
 @needs_mpirun
-async def test_mpirun_stop_leaves_nothing_on_any_host(sshd_cluster, tmp_path) -> None:
+async def test_mpirun_stop_leaves_nothing_on_any_host(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
     """Ranks that would run for ten minutes (on hosts the console started nothing on
     itself) are gone after a stop: the launcher's group and every marked rank."""
     cluster = shared_cluster(sshd_cluster, 3)
@@ -239,7 +245,9 @@ async def test_mpirun_stop_leaves_nothing_on_any_host(sshd_cluster, tmp_path) ->
 
 @pytest.mark.mpi
 @needs_mpirun
-async def test_mpirun_host_lost_fails_and_stops_the_rest(sshd_cluster, tmp_path) -> None:
+async def test_mpirun_host_lost_fails_and_stops_the_rest(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
     """One host of a shared-account cluster goes away mid-run: only its sessions die
     (the fixture's per-host stop), mpirun notices, and the job fails with everything
     stopped on the hosts that remain."""
