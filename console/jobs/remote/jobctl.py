@@ -100,6 +100,17 @@ def command_line(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
 
 
+def this_machine() -> str:
+    """This host's boot id: process group ids mean something only on the machine (and
+    boot) that recorded them, and a shared (NFS) home shows every host's files."""
+    return read_text("/proc/sys/kernel/random/boot_id") or "unknown"
+
+
+def recorded_here(job_dir: str, name: str) -> bool:
+    machine = read_text(os.path.join(job_dir, name + ".machine"))
+    return machine is None or machine == this_machine()
+
+
 def job_pgids(job_dir: str, names: list[str]) -> dict[str, int]:
     found = {}
     for name in names:
@@ -126,9 +137,13 @@ def op_start(args: dict[str, Any]) -> None:
     for upload in payload.get("uploads", []):
         path = os.path.expanduser(upload["path"])
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "wb") as handle:
+        # Hosts sharing a home write the same path at once, while ranks may already
+        # read it: a private temporary name, then one atomic rename.
+        tmp = f"{path}.{socket.gethostname()}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as handle:
             handle.write(base64.b64decode(upload["data"]))
-        os.chmod(path, int(upload.get("mode", 0o644)))
+        os.chmod(tmp, int(upload.get("mode", 0o644)))
+        os.replace(tmp, path)
     for directory in payload.get("dirs", []):
         os.makedirs(os.path.expanduser(directory), exist_ok=True)
     shell = shutil.which("bash") or "/bin/sh"
@@ -148,6 +163,7 @@ def op_start(args: dict[str, Any]) -> None:
         )
         # The wrapper leads its own session, so its pid is the group every
         # process it starts (unless one starts a session of its own) belongs to.
+        write_atomic(os.path.join(job_dir, name + ".machine"), this_machine() + "\n")
         write_atomic(os.path.join(job_dir, name + ".pgid"), f"{child.pid}\n")
         pgids[name] = child.pid
     emit({"pgids": pgids, "job_dir": job_dir})
@@ -222,9 +238,10 @@ def op_stop(args: dict[str, Any]) -> None:
     grace = float(args.get("grace", 10.0))
     names = args.get("names", [])
     if os.path.isdir(job_dir):
-        names = sorted(
-            set(names) | {f[: -len(".pgid")] for f in os.listdir(job_dir) if f.endswith(".pgid")}
-        )
+        # Processes the console does not know of, but only those started on this
+        # machine: another host's pgid (a shared home) is some other group here.
+        found = {f[: -len(".pgid")] for f in os.listdir(job_dir) if f.endswith(".pgid")}
+        names = sorted(set(names) | {n for n in found if recorded_here(job_dir, n)})
     groups = set(job_pgids(job_dir, names).values())
     me = os.getpgrp()
     groups.discard(me)
