@@ -50,6 +50,9 @@ CLOSE_TIMEOUT_S = 5.0
 
 class DistConsoleApp(App[int]):
     TITLE = "distconsole"
+    # A named mode, not Textual's "_default": switch_mode() only knows added modes, so
+    # `h` from another mode would raise UnknownModeError.
+    DEFAULT_MODE = "hosts"
     # Absolute, so subclasses defined elsewhere (tests, scripts) find it too.
     CSS_PATH = Path(__file__).with_name("app.tcss")
     BINDINGS = [
@@ -94,11 +97,9 @@ class DistConsoleApp(App[int]):
         self.cluster_screen = ClusterScreen(inventory, clock=clock)
         # Each top-level screen is a mode: switching keeps its state and its pushed screens.
         self.jobs_screen = JobsScreen(clock=clock)
+        self.add_mode("hosts", lambda: self.hosts_screen)
         self.add_mode("gpus", lambda: self.cluster_screen)
         self.add_mode("jobs", lambda: self.jobs_screen)
-
-    def get_default_screen(self) -> Screen[None]:
-        return self.hosts_screen
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         # Textual's built-in themes lack our variables; the CSS must parse under every theme.
@@ -189,7 +190,7 @@ class DistConsoleApp(App[int]):
     # -- actions -----------------------------------------------------------------------
 
     def action_show_hosts(self) -> None:
-        self.switch_mode("_default")
+        self.switch_mode("hosts")
 
     def action_show_gpus(self) -> None:
         self.switch_mode("gpus")
