@@ -220,6 +220,7 @@ class DistConsoleApp(App[int]):
         def launched(job_id: str | None) -> None:
             if job_id:
                 self.notify(f"Job {job_id} is running", timeout=5)
+                self.jobs_screen.select_job(job_id)
                 self.switch_mode("jobs")
 
         self.push_screen(LaunchScreen(self.inventory), launched)

@@ -27,6 +27,7 @@ STATE_COLOURS = {
     JobState.LOST: "host-key-rejected",
 }
 COLUMNS = ("ID", "Name", "Kind", "State", "Duration", "Hosts", "Ranks")
+DETAIL_LINES = 11  # the detail box is 12 rows high, the state line included
 
 
 def duration(seconds: float) -> str:
@@ -34,6 +35,15 @@ def duration(seconds: float) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def failure_excerpt(failure: str, lines: int = DETAIL_LINES) -> str:
+    """The first line (who failed, how) and the LAST lines of the output: the detail box
+    is short, and a traceback's last line is the one that says what went wrong."""
+    first, *rest = failure.splitlines() or [""]
+    if len(rest) < lines:
+        return failure
+    return "\n".join([first, "…", *rest[-(lines - 2) :]])
 
 
 class ConfirmStop(ModalScreen[bool]):
@@ -67,13 +77,16 @@ class ConfirmStop(ModalScreen[bool]):
 class JobsScreen(Screen[None]):
     BINDINGS = [
         Binding("s", "stop", "Stop job"),
-        Binding("enter", "logs", "Logs"),
+        # Priority: otherwise the table's own Enter ("Select") is what the footer and
+        # the help show, and nobody learns that Enter opens the logs.
+        Binding("enter", "logs", "Logs", priority=True),
     ]
 
     def __init__(self, *, clock: Callable[[], float]) -> None:
         super().__init__(name="jobs")
         self._clock = clock
         self.rows: dict[str, JobRow] = {}
+        self._select_next: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -122,6 +135,8 @@ class JobsScreen(Screen[None]):
                 plain(row.ranks),
                 key=row.id,
             )
+        if self._select_next in self.rows:
+            selected, self._select_next = self._select_next, None
         if selected in self.rows:
             table.move_cursor(row=table.get_row_index(selected))
         running = sum(1 for r in rows if not r.state.finished)
@@ -129,6 +144,12 @@ class JobsScreen(Screen[None]):
             f"{len(rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  Enter: logs"
         )
         self._show_detail()
+
+    def select_job(self, job_id: str) -> None:
+        """Put the cursor on this job as soon as it is listed (a job just launched)."""
+        self._select_next = job_id
+        if self.is_mounted:
+            self._tick()
 
     @property
     def selected_id(self) -> str | None:
@@ -149,7 +170,7 @@ class JobsScreen(Screen[None]):
         if row is not None:
             text = f"{row.id}: {row.state.value}"
             if row.failure:
-                text += f"\n{row.failure}"
+                text += "\n" + failure_excerpt(row.failure)
         self.query_one("#job-detail", Static).update(text)
 
     def action_stop(self) -> None:
