@@ -52,11 +52,19 @@ def row_of_record(record: JobRecord) -> JobRow:
     )  # fmt: skip
 
 
-def plan_preview(plan: JobPlan) -> str:
-    """The exact per-host commands and environment the launch will run."""
+def plan_preview(plan: JobPlan, *, port_chosen_at_launch: bool = False) -> str:
+    """The exact per-host commands and environment the launch will run.
+
+    ``port_chosen_at_launch``: the master port is the planner's default, which the
+    launch replaces with a port that is free on the master host at that moment."""
     lines = [f"job {plan.job_id}  kind {plan.kind.value}  world size {plan.world_size}"]
-    if plan.master_addr:
-        lines.append(f"master {plan.master_addr}:{plan.master_port}")
+    if plan.master_addr and plan.master_port is not None:
+        master = f"master {plan.master_addr}:{plan.master_port}"
+        if port_chosen_at_launch:
+            master += "  (placeholder port: the launch takes one free on the master host)"
+        lines.append(master)
+    elif plan.master_addr:
+        lines.append(f"master {plan.master_addr}")
     if plan.total_steps is not None:
         lines.append(
             f"steps: total {plan.total_steps}  per GPU {plan.steps_per_rank}  "
@@ -88,11 +96,13 @@ class JobControl:
         self.history = history if history is not None else JobHistory()
         self.runner = JobRunner(connections, inventory, history=self.history)
 
-    async def launch(self, spec: JobSpec, *, preflight: bool = True) -> Job:
+    async def launch(
+        self, spec: JobSpec, *, preflight: bool = True, job_id: str | None = None
+    ) -> Job:
         """Plan (free master port from the master host), pre-flight unless told not to,
         then start on every host. Raises JobSpecError, PreflightError or JobError; nothing
-        runs when it raises."""
-        plan = await self.runner.prepare(spec)
+        runs when it raises. ``job_id``: the one the launch form's preview showed."""
+        plan = await self.runner.prepare(spec, job_id=job_id)
         if preflight:
             slots = {ph.name: ph.slots for ph in place(spec, self.inventory, plan.job_id).hosts}
             report = await preflight_plan(

@@ -5,7 +5,7 @@ Each test is one problem a new user hit in ``distconsole demo``; they run withou
 
 from __future__ import annotations
 
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Select, Static
 from textual.widgets._footer import FooterKey
 from ui_fixtures import FROZEN_NOW, fixed_statuses, static_inventory
 
@@ -16,6 +16,7 @@ from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen
 from console.ui.screens.hosts import HostsScreen
 from console.ui.screens.jobs import JobsScreen
+from console.ui.screens.launch import LaunchScreen
 
 
 def make_app() -> DistConsoleApp:
@@ -101,3 +102,39 @@ async def test_a_failed_jobs_detail_ends_with_the_last_lines_of_its_output() -> 
         assert shown[1] == "node0 launcher-0 (ranks 0-3) failed: exit status 1"
         assert shown[-1] == "RuntimeError: process 0 exited with status 134"
         assert "…" in shown
+
+
+async def test_launch_preview_keeps_its_job_id_and_follows_the_kind() -> None:
+    app = make_app()
+    async with app.run_test(size=(160, 60)) as pilot:
+        await pilot.press("l")
+        await pilot.pause()
+        form = app.screen
+        assert isinstance(form, LaunchScreen)
+
+        def preview() -> str:
+            return str(form.query_one("#launch-preview", Static).render())
+
+        first = preview().splitlines()[0]
+        assert first.startswith("job ddp-example-ddp-")
+        assert "placeholder port" in preview()  # the launch asks the master host for one
+        args = form.query_one("#args", Input)
+        args.focus()
+        await pilot.press(*"--steps 10")
+        await pilot.pause()
+        assert preview().splitlines()[0] == first  # typing does not make up a new job id
+        assert "--steps 10" in preview()
+        # Another kind while the program is the bundled example: that kind's example.
+        form.query_one("#kind", Select).value = "horovod"
+        await pilot.pause()
+        assert form.query_one("#program", Input).value == "example:horovod"
+        assert "example_horovod.py" in preview()
+        assert "None" not in preview()  # horovodrun has no master port to show
+        form.query_one("#kind", Select).value = "mpi"
+        await pilot.pause()
+        assert form.query_one("#program", Input).value == "example:horovod"
+        # A program of the user's own stays whatever the kind.
+        form.query_one("#program", Input).value = "train.py"
+        form.query_one("#kind", Select).value = "ddp"
+        await pilot.pause()
+        assert form.query_one("#program", Input).value == "train.py"

@@ -16,6 +16,7 @@ from textual.widgets import Checkbox, Footer, Header, Input, Label, Select, Sele
 from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
 from console.inventory import Inventory
 from console.jobs.models import JobKind
+from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
 from console.jobs.spec import JobSpec, make_spec, parse_env
 from console.ui.job_control import plan_preview
@@ -37,6 +38,16 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port")
 PS_ONLY = ("ps", "workers")
+# The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
+KIND_EXAMPLES = {
+    JobKind.DDP.value: "example:ddp",
+    JobKind.MPI.value: "example:horovod",
+    JobKind.HOROVOD.value: "example:horovod",
+    JobKind.PS.value: "example:ps",
+}
+# Kinds whose master port, when the form leaves it empty, is a free port that the
+# runner asks the master host for at launch (runner.prepare).
+FREE_PORT_KINDS = (JobKind.DDP.value, JobKind.PS.value)
 
 
 def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]]:
@@ -89,6 +100,9 @@ class LaunchScreen(Screen[str | None]):
         self.spec: JobSpec | None = None
         self.errors: dict[str, str] = {}
         self.launching = False
+        # One job id per job name while the form is open: the preview (ids, paths, ports)
+        # stays still as the user types, and the launch uses the id it showed.
+        self._job_ids: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -146,7 +160,11 @@ class LaunchScreen(Screen[str | None]):
         preview = ""
         if spec is not None:
             try:
-                preview = plan_preview(plan(spec, self.inventory))
+                free_port = spec.master_port is None and values["kind"] in FREE_PORT_KINDS
+                preview = plan_preview(
+                    plan(spec, self.inventory, job_id=self.job_id_for(spec)),
+                    port_chosen_at_launch=free_port,
+                )
             except JobSpecError as exc:
                 errors = {exc.field: exc.detail}
                 spec = None
@@ -170,10 +188,21 @@ class LaunchScreen(Screen[str | None]):
             preview or "(the preview appears once the form is valid)"
         )
 
+    def job_id_for(self, spec: JobSpec) -> str:
+        name = spec.display_name
+        if name not in self._job_ids:
+            self._job_ids[name] = new_job_id(name)
+        return self._job_ids[name]
+
     def on_input_changed(self, _event: Input.Changed) -> None:
         self.refresh_preview()
 
-    def on_select_changed(self, _event: Select.Changed) -> None:
+    def on_select_changed(self, event: Select.Changed) -> None:
+        program = self.query_one("#program", Input)
+        # Picking another kind while the program is still a bundled example: the
+        # example of that kind (the DDP example fails under horovodrun).
+        if event.select.id == "kind" and program.value.strip() in KIND_EXAMPLES.values():
+            program.value = KIND_EXAMPLES.get(str(event.value), program.value)
         self.refresh_preview()
 
     def on_selection_list_selected_changed(self, _event: SelectionList.SelectedChanged) -> None:
@@ -207,15 +236,17 @@ class LaunchScreen(Screen[str | None]):
             return
         self.launching = True
         status.update("Launching: planning, pre-flight, starting on every host…")
-        self._launch(self.spec, self.query_one("#preflight", Checkbox).value)
+        # A failed attempt may have left files under its id: the next one gets a new id.
+        job_id = self._job_ids.pop(self.spec.display_name, None)
+        self._launch(self.spec, self.query_one("#preflight", Checkbox).value, job_id)
 
     @work(exclusive=True, group="launch")
-    async def _launch(self, spec: JobSpec, preflight: bool) -> None:
+    async def _launch(self, spec: JobSpec, preflight: bool, job_id: str | None) -> None:
         status = self.query_one("#launch-status", Static)
         control = getattr(self.app, "jobs", None)
         try:
             assert control is not None
-            job = await control.launch(spec, preflight=preflight)
+            job = await control.launch(spec, preflight=preflight, job_id=job_id)
         except PreflightError as exc:
             status.update(f"Not launched: {exc} (untick the pre-flight box to launch anyway)")
             return
