@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +15,40 @@ from console.inventory import Host, Inventory
 from console.probe.models import HostView
 from console.ui.attention import gpu_alerts, host_needs_attention
 from console.ui.widgets.gpu_panel import HostPanel
+
+
+@dataclass(frozen=True, slots=True)
+class HostFigures:
+    """One host's share of the summary line."""
+
+    down: bool = False
+    gpus: int = 0
+    util_sum: float = 0.0
+    util_count: int = 0
+    memory_sum: float = 0.0
+    memory_count: int = 0
+    attention: int = 0
+    simulated: bool = False
+
+    @classmethod
+    def of(cls, view: HostView) -> HostFigures:
+        down = not view.up or view.stale
+        sample = view.sample
+        simulated = sample is not None and sample.simulated
+        if down or sample is None:
+            return cls(down=down, simulated=simulated)
+        gpus = sample.gpus
+        utils = [g.utilization_gpu for g in gpus if g.utilization_gpu is not None]
+        memory = [f for f in (g.memory_fraction for g in gpus) if f is not None]
+        return cls(
+            gpus=len(gpus),
+            util_sum=sum(utils),
+            util_count=len(utils),
+            memory_sum=sum(memory),
+            memory_count=len(memory),
+            attention=sum(1 for g in gpus if gpu_alerts(g)),
+            simulated=simulated,
+        )
 
 
 def matches(host: Host, query: str) -> bool:
@@ -41,6 +76,7 @@ class ClusterScreen(Screen[None]):
         self.query_text = ""
         self.attention_only = False
         self._panels: dict[str, HostPanel] = {}
+        self._stats: dict[str, HostFigures] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -66,14 +102,21 @@ class ClusterScreen(Screen[None]):
     def apply_views(self, batch: Mapping[str, HostView]) -> None:
         """A batch of host views (only the hosts that changed)."""
         self.views.update(batch)
+        for name, view in batch.items():
+            self._stats[name] = HostFigures.of(view)
         if not self._panels or not self.is_mounted:
             return
         for name, view in batch.items():
             panel = self._panels.get(name)
             if panel is not None:
                 panel.take(view)
-        self._apply_visibility()
-        self.query_one("#cluster-summary", Static).update(self._summary())
+        if self.attention_only:
+            self._apply_visibility()  # which hosts need attention may have changed
+        self._show_summary()
+
+    def _show_summary(self) -> None:
+        # One fixed-height line: no layout needed, only a repaint.
+        self.query_one("#cluster-summary", Static).update(self._summary(), layout=False)
 
     def _refresh_ages(self) -> None:
         # Down hosts say how long ago they were last seen; that text ages by itself.
@@ -103,21 +146,22 @@ class ClusterScreen(Screen[None]):
         return [name for name, panel in self._panels.items() if panel.display]
 
     def _summary(self) -> str:
-        views = list(self.views.values())
+        # Per-host figures are computed once per new view, not over every GPU per batch.
+        stats = list(self._stats.values())
         total = len(self.inventory.hosts)
-        down = sum(1 for v in views if not v.up or v.stale)
-        gpus = [g for v in views if v.sample and v.up and not v.stale for g in v.sample.gpus]
-        utils = [g.utilization_gpu for g in gpus if g.utilization_gpu is not None]
-        memory = [g.memory_fraction for g in gpus if g.memory_fraction is not None]
-        attention = sum(1 for g in gpus if gpu_alerts(g))
-        parts = [f"{total} hosts" + (f" ({down} down)" if down else ""), f"{len(gpus)} GPUs"]
+        down = sum(s.down for s in stats)
+        gpus = sum(s.gpus for s in stats)
+        utils = sum(s.util_count for s in stats)
+        memory = sum(s.memory_count for s in stats)
+        attention = sum(s.attention for s in stats)
+        parts = [f"{total} hosts" + (f" ({down} down)" if down else ""), f"{gpus} GPUs"]
         if utils:
-            parts.append(f"util avg {sum(utils) / len(utils):.0f}%")
+            parts.append(f"util avg {sum(s.util_sum for s in stats) / utils:.0f}%")
         if memory:
-            parts.append(f"memory avg {100 * sum(memory) / len(memory):.0f}%")
+            parts.append(f"memory avg {100 * sum(s.memory_sum for s in stats) / memory:.0f}%")
         if attention:
             parts.append(f"{attention} GPUs need attention")
-        if any(v.sample is not None and v.sample.simulated for v in views):
+        if any(s.simulated for s in stats):
             parts.append("simulated GPUs")
         if self.query_text:
             parts.append(f"filter: {self.query_text!r}")
@@ -145,7 +189,7 @@ class ClusterScreen(Screen[None]):
     def set_filter(self, text: str) -> None:
         self.query_text = text
         self._apply_visibility()
-        self.query_one("#cluster-summary", Static).update(self._summary())
+        self._show_summary()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -157,7 +201,7 @@ class ClusterScreen(Screen[None]):
     def action_toggle_attention(self) -> None:
         self.attention_only = not self.attention_only
         self._apply_visibility()
-        self.query_one("#cluster-summary", Static).update(self._summary())
+        self._show_summary()
 
     def _focus_first_panel(self) -> None:
         shown = [p for p in self._panels.values() if p.display]

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.geometry import Size
 from textual.reactive import reactive
 from textual.theme import Theme
 from textual.widget import Widget
@@ -94,11 +95,22 @@ def host_figures(sample: HostSample) -> str:
     return "  ".join(parts)
 
 
-class HostPanel(Widget, can_focus=True):
-    """Set ``view`` (a :class:`HostView`) and the panel repaints; history grows per sample."""
+def one_line(text: str) -> str:
+    """A line break inside a value would add a line the panel's height does not count."""
+    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
 
-    view: reactive[HostView | None] = reactive(None, layout=True, always_update=True)
-    attention_only: reactive[bool] = reactive(False, layout=True)
+
+class HostPanel(Widget, can_focus=True):
+    """Set ``view`` (a :class:`HostView`) and the panel repaints; history grows per sample.
+
+    Cheap at 64 hosts x 8 GPUs: a new sample only repaints the panel (Textual renders it
+    when it is in view), its height is counted from the sample without rendering, and a
+    layout happens only when that count changes. Each GPU line is kept and reused while
+    its sample, sparkline and theme stay the same.
+    """
+
+    view: reactive[HostView | None] = reactive(None, always_update=True)
+    attention_only: reactive[bool] = reactive(False)
 
     def __init__(self, host: Host, *, clock: Callable[[], float]) -> None:
         super().__init__(id=f"panel-{host.name}", classes="host-panel")
@@ -106,6 +118,9 @@ class HostPanel(Widget, can_focus=True):
         self._clock = clock
         self.history: dict[int, deque[float | None]] = {}
         self._last_sample_time: float | None = None
+        self._height = 1
+        # index -> (sample, sparkline, theme name, line): the line is reused while all match.
+        self._rows: dict[int, tuple[GpuSample, str, str, Text]] = {}
         self.border_title = host.name
 
     # -- data in -------------------------------------------------------------------------
@@ -125,18 +140,53 @@ class HostPanel(Widget, can_focus=True):
         down = view is not None and (not view.up or view.stale)
         self.set_class(down, "-down")
         self._set_titles(view)
+        self._check_height()
+
+    def watch_attention_only(self, _attention_only: bool) -> None:
+        self._check_height()
 
     def needs_attention(self) -> bool:
         from console.ui.attention import host_needs_attention
 
         return self.view is not None and host_needs_attention(self.view)
 
+    # -- size ----------------------------------------------------------------------------
+
+    def _check_height(self) -> None:
+        height = self.content_lines()
+        if height != self._height:
+            self._height = height
+            self.refresh(layout=True)
+
+    def _shown(self, gpus: tuple[GpuSample, ...]) -> list[GpuSample]:
+        return [g for g in gpus if gpu_alerts(g)] if self.attention_only else list(gpus)
+
+    def content_lines(self) -> int:
+        """How many lines :meth:`render` gives, counted without rendering."""
+        view = self.view
+        if view is None or view.sample is None:
+            return 1
+        gpus = view.sample.gpus
+        shown = self._shown(gpus)
+        count = 1 + len(shown) + (0 if gpus else 1)
+        if self.attention_only and gpus and not shown:
+            count += 1
+        processes = sum(len(g.processes) for g in shown)
+        count += min(processes, MAX_PROCESS_LINES) + (processes > MAX_PROCESS_LINES)
+        return count
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # Textual would render the panel to measure it, on every layout, in view or not.
+        return self.content_lines()
+
     # -- rendering -----------------------------------------------------------------------
 
     def _set_titles(self, view: HostView | None) -> None:
         tags = f" · {', '.join(self.host.tags)}" if self.host.tags else ""
         state = view.state.value if view else HostState.CONNECTING.value
-        self.border_title = f"{self.host.name} · {state}{tags}"
+        title = f"{self.host.name} · {state}{tags}"
+        if title != self.border_title:
+            self.border_title = title
         subtitle = ""
         if view is not None:
             if not view.up or view.stale:
@@ -147,13 +197,15 @@ class HostPanel(Widget, can_focus=True):
                 subtitle = "simulated GPUs"
             elif view.sample is not None:
                 subtitle = view.sample.gpu_source
-        self.border_subtitle = formatting.clip(subtitle, 90)
+        subtitle = formatting.clip(subtitle, 90)
+        if subtitle != self.border_subtitle:
+            self.border_subtitle = subtitle
 
     def render(self) -> Text:
         view = self.view
         theme = self.app.current_theme
         if view is None or view.sample is None:
-            reason = view.reason if view is not None else ""
+            reason = one_line(view.reason) if view is not None else ""
             state = view.state.value if view is not None else "connecting"
             note = f"{state}: {reason}" if reason else f"{state}: waiting for the first sample"
             return Text(note, style="dim")
@@ -163,11 +215,11 @@ class HostPanel(Widget, can_focus=True):
         text.append(host_figures(sample), style="dim")
         gpus = sample.gpus
         if not gpus:
-            text.append("\n" + (sample.gpu_error or "no NVIDIA GPU"), style="dim italic")
-        shown = [g for g in gpus if not self.attention_only or gpu_alerts(g)]
+            text.append("\n" + one_line(sample.gpu_error or "no NVIDIA GPU"), style="dim italic")
+        shown = self._shown(gpus)
         for gpu in shown:
             text.append("\n")
-            text.append_text(self._gpu_line(gpu, theme))
+            text.append_text(self._cached_gpu_line(gpu, theme))
         if self.attention_only and gpus and not shown:
             text.append("\nno GPU needs attention", style="dim italic")
         text.append_text(self._process_lines(shown))
@@ -175,7 +227,16 @@ class HostPanel(Widget, can_focus=True):
             text.stylize("dim")
         return text
 
-    def _gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
+    def _cached_gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
+        spark = sparkline(self.history.get(gpu.index, deque()))
+        kept = self._rows.get(gpu.index)
+        if kept is not None and kept[1] == spark and kept[2] == theme.name and kept[0] == gpu:
+            return kept[3]
+        line = self._gpu_line(gpu, theme, spark)
+        self._rows[gpu.index] = (gpu, spark, theme.name, line)
+        return line
+
+    def _gpu_line(self, gpu: GpuSample, theme: Theme, spark: str | None = None) -> Text:
         line = Text(no_wrap=True, overflow="ellipsis")
         util = gpu.utilization_gpu
         memory = gpu.memory_fraction
@@ -188,18 +249,20 @@ class HostPanel(Widget, can_focus=True):
         used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
         line.append(f" {used:>11}  ")
         temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
-        hot = "hot" in gpu_alerts(gpu)
+        alerts = gpu_alerts(gpu)
+        hot = "hot" in alerts
         line.append(f"{temp:>5}", style=f"bold {theme.error}" if hot else "")
         draw = NOT_REPORTED if gpu.power_draw_w is None else f"{gpu.power_draw_w:.0f}"
         limit = NOT_REPORTED if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
         line.append(f" {draw + '/' + limit + 'W':>10} ")
-        line.append(sparkline(self.history.get(gpu.index, deque())), style=theme.accent or "")
+        if spark is None:
+            spark = sparkline(self.history.get(gpu.index, deque()))
+        line.append(spark, style=theme.accent or "")
         # Alerts before process labels: a narrow panel cuts the labels, not the warning.
-        alerts = gpu_alerts(gpu)
         if alerts:
             colour = state_colour(theme, "down")
             line.append("  ⚠ " + ", ".join(alerts), style=f"bold {colour}")
-        labels = sorted({process_label(p) for p in gpu.processes})
+        labels = sorted({one_line(process_label(p)) for p in gpu.processes})
         if labels:
             line.append("  " + ", ".join(labels))
         return line
@@ -211,7 +274,7 @@ class HostPanel(Widget, can_focus=True):
             memory = (
                 NOT_REPORTED if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f}G"
             )
-            owner = f"job {p.job} rank {p.rank}" if p.job else (p.user or "")
+            owner = one_line(f"job {p.job} rank {p.rank}" if p.job else (p.user or ""))
             command = formatting.clip(p.command or "", 60)
             text.append(f"\n   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", style="dim")
             text.append(command, style="dim italic")

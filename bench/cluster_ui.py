@@ -1,0 +1,385 @@
+"""The cluster (GPU) screen's cost: the real ``DistConsoleApp`` headless on N demo hosts.
+
+N embedded demo hosts x 8 simulated GPUs at 1 Hz, served by a separate
+``distconsole demo --serve`` process (SSH servers and the samplers on the "hosts" are
+not charged to the console). Each N runs in its own console process (``--worker``) that
+opens the real app under Textual's ``run_test`` (headless), switches to the cluster
+screen at once and measures:
+
+- first frame: from creating the app to the first screen update at which every host
+  panel holds a sample ("connected" = every connection up, "data" = every host's first
+  sample reached the app, both on the same clock);
+- console CPU % of one core over a steady window (everything in the console process:
+  SSH client, JSON decoding, batching, layout and paint), and per batch the time spent
+  applying views and painting (median / max);
+- peak RSS of the console process;
+- keypress to screen: a key event sent the way a terminal's would be (through the
+  driver), until the first screen update showing its effect: ``a`` (attention view on and
+  off) and ``/`` then typing a filter one character at a time; median and max;
+- the demo hosts' CPU % (server process and its samplers) over the same window.
+
+Headless Textual skips turning screen updates into terminal bytes; the bench does that
+step itself (to a string) so its cost is counted as it would be on a real terminal.
+
+    python bench/cluster_ui.py [--hosts 8,32,64] [--duration 20] [--size 200x60] [--repeat 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from monitor import GPUS_PER_HOST, _host_counts, _positive, serve
+
+from console.inventory import Inventory, load
+
+WARMUP_S = 3.0
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size like 200x60: {text!r}") from None
+    if width < 40 or height < 10:
+        raise argparse.ArgumentTypeError(f"at least 40x10, got {text!r}")
+    return width, height
+
+
+def _inventory(path: Path, count: int) -> Inventory:
+    inventory = load(path)
+    hosts = tuple(h.model_copy(update={"gpus": GPUS_PER_HOST}) for h in inventory.hosts[:count])
+    return inventory.model_copy(update={"hosts": hosts})
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its live descendants (the demo hosts' samplers)."""
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
+class Probe:
+    """Hooks on the app: every screen update (made into terminal bytes, timed) and the
+    views batches; waiters resolved at the first update where their condition holds."""
+
+    def __init__(self, app: Any) -> None:
+        from textual._compositor import CompositorUpdate
+
+        self.app = app
+        self.updates = 0
+        self.apply_ms: list[float] = []
+        self.paint_ms: list[float] = []
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[float]]] = []
+        display = app._display
+
+        def timed_display(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if isinstance(renderable, CompositorUpdate):
+                renderable.render_segments(app.console)  # what a real terminal would get
+            self.updates += 1
+            now = time.perf_counter()
+            for waiter in list(self._waiters):
+                check, future = waiter
+                if not future.done() and check():
+                    future.set_result(now)
+                    self._waiters.remove(waiter)
+
+        app._display = timed_display
+        screen = app.cluster_screen
+        apply_views = screen.apply_views
+
+        def timed_apply(batch: Any) -> None:
+            t = time.perf_counter()
+            apply_views(batch)
+            self.apply_ms.append(1000 * (time.perf_counter() - t))
+
+        screen.apply_views = timed_apply
+        on_timer_update = screen._on_timer_update
+
+        def timed_update() -> None:
+            t = time.perf_counter()
+            on_timer_update()
+            self.paint_ms.append(1000 * (time.perf_counter() - t))
+
+        # The screen makes its update timer lazily, on its first refresh: it takes this.
+        screen._on_timer_update = timed_update
+
+    def when(self, check: Callable[[], bool]) -> asyncio.Future[float]:
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiters.append((check, future))
+        return future
+
+
+def _send_key(app: Any, key: str, char: str | None) -> None:
+    from textual import events
+
+    event = events.Key(key, char)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
+async def _key_latency(
+    app: Any, probe: Probe, key: str, char: str | None, check: Callable[[], bool]
+) -> float:
+    done = probe.when(check)
+    sent = time.perf_counter()
+    _send_key(app, key, char)
+    shown = await asyncio.wait_for(done, 10)
+    await asyncio.sleep(0.05)
+    return 1000 * (shown - sent)
+
+
+async def run_worker(
+    inventory: Inventory, size: tuple[int, int], duration: float, server_pid: int
+) -> dict[str, Any]:
+    from console.ui.app import DistConsoleApp
+
+    started = time.perf_counter()
+    app = DistConsoleApp(inventory)
+    screen = app.cluster_screen
+    result: dict[str, Any] = {}
+
+    def all_sampled() -> bool:
+        panels = screen._panels.values()
+        return bool(panels) and all(p.view is not None and p.view.sample for p in panels)
+
+    async with app.run_test(size=size) as pilot:
+        probe = Probe(app)
+        first = probe.when(lambda: app.screen is screen and all_sampled())
+        result["app_s"] = time.perf_counter() - started
+        _send_key(app, "g", "g")
+        # When the first / every host was connected and sampled (polled every 5 ms).
+        timeline: dict[str, float] = {}
+
+        def mark(name: str, now: float) -> None:
+            timeline.setdefault(name, now - started)
+
+        while not first.done() and time.perf_counter() - started < 60:
+            now = time.perf_counter()
+            pool = app.connections
+            if pool is not None:
+                up = [s.state.value == "up" for s in pool.statuses().values()]
+                if any(up):
+                    mark("first_up_s", now)
+                if all(up):
+                    mark("connected_s", now)
+            monitor = app.monitor
+            if monitor is not None:
+                sampled = [v.sample is not None for v in monitor.views().values()]
+                if any(sampled):
+                    mark("first_data_s", now)
+                if all(sampled):
+                    mark("data_s", now)
+            await asyncio.sleep(0.005)
+        result.update(timeline)
+        result["first_frame_s"] = (await first) - started if first.done() else None
+
+        await asyncio.sleep(WARMUP_S)
+        probe.apply_ms.clear()
+        probe.paint_ms.clear()
+        updates0, cpu0, host0 = probe.updates, _cpu_s(), _tree_cpu_s(server_pid)
+        t0 = time.perf_counter()
+        await asyncio.sleep(duration)
+        elapsed = time.perf_counter() - t0
+        result["cpu_percent"] = 100 * (_cpu_s() - cpu0) / elapsed
+        result["hosts_cpu_percent"] = 100 * (_tree_cpu_s(server_pid) - host0) / elapsed
+        result["updates_per_s"] = (probe.updates - updates0) / elapsed
+        result["batches"] = len(probe.apply_ms)
+        result["apply_ms"] = probe.apply_ms
+        result["paint_ms"] = probe.paint_ms
+
+        # Keys while the samples keep coming.
+        attention: list[float] = []
+        for on in (True, False) * 5:
+            attention.append(
+                await _key_latency(
+                    app,
+                    probe,
+                    "a",
+                    "a",
+                    lambda on=on: screen.attention_only is on,  # type: ignore[misc]
+                )
+            )
+        typing: list[float] = []
+        for _ in range(2):
+            await _key_latency(app, probe, "slash", "/", lambda: app.focused is not None)
+            typed = ""
+            for char in "node1":
+                typed += char
+                typing.append(
+                    await _key_latency(
+                        app,
+                        probe,
+                        char,
+                        char,
+                        lambda t=typed: screen.query_text == t,  # type: ignore[misc]
+                    )
+                )
+            await _key_latency(app, probe, "escape", None, lambda: screen.query_text == "")
+        result["attention_ms"] = attention
+        result["typing_ms"] = typing
+        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        await pilot.pause()
+    return result
+
+
+def worker(args: argparse.Namespace) -> int:
+    inventory = _inventory(Path(args.inventory), args.count)
+    result = asyncio.run(run_worker(inventory, args.size, args.duration, args.server_pid))
+    print(json.dumps(result))
+    return 0
+
+
+def measure(
+    inventory: Path, count: int, size: tuple[int, int], duration: float, server_pid: int
+) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", "--inventory", str(inventory)]
+    cmd += ["--count", str(count), "--duration", f"{duration:g}", "--size", "{}x{}".format(*size)]
+    cmd += ["--server-pid", str(server_pid)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 240)
+    if done.returncode != 0:
+        raise SystemExit(f"worker failed:\n{done.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
+
+
+def _f(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _med(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _mx(values: Sequence[float]) -> float | None:
+    return max(values) if values else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=_host_counts, default=[8, 32, 64])
+    parser.add_argument("--duration", type=_positive, default=20.0, help="steady seconds")
+    parser.add_argument("--size", type=_size, default=(200, 60), help="terminal, WxH")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per N (median shown)")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inventory", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    if args.repeat < 1:
+        parser.error("--repeat: must be at least 1")
+
+    proc, inventory = serve(max(args.hosts))
+    try:
+        load1, load5, _ = os.getloadavg()
+        print(
+            f"cluster screen bench: {max(args.hosts)} demo hosts served by pid {proc.pid}, "
+            f"{GPUS_PER_HOST} simulated GPUs each, 1 Hz, terminal {args.size[0]}x{args.size[1]}, "
+            f"{args.duration:g} s steady, {args.repeat} run(s) per N (median); "
+            f"load average {load1:.2f} / {load5:.2f}; CPU % is of one core",
+            flush=True,
+        )
+        results = {
+            count: [
+                measure(inventory, count, args.size, args.duration, proc.pid)
+                for _ in range(args.repeat)
+            ]
+            for count in args.hosts
+        }
+        _print_tables(results)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return 0
+
+
+def _print_tables(results: dict[int, list[dict[str, Any]]]) -> None:
+    def med(runs: list[dict[str, Any]], key: str) -> float | None:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        return statistics.median(values) if values else None
+
+    print("\nfirst frame: seconds from creating the app (same clock for every column)")
+    header = (
+        f"{'hosts':>5}  {'app up':>6}  {'1st host up':>11}  {'all up':>6}  "
+        f"{'1st sample':>10}  {'all sampled':>11}  {'first frame':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    for count, runs in results.items():
+        cells = [
+            _f(med(runs, k), ".2f")
+            for k in (
+                "app_s", "first_up_s", "connected_s", "first_data_s", "data_s", "first_frame_s"
+            )
+        ]  # fmt: skip
+        print(
+            f"{count:>5}  {cells[0]:>6}  {cells[1]:>11}  {cells[2]:>6}  {cells[3]:>10}  "
+            f"{cells[4]:>11}  {cells[5]:>11}"
+        )
+
+    print("\nsteady state (after the first frame + 3 s) and keys (sent while samples flow)")
+    header = (
+        f"{'hosts':>5}  {'console CPU':>11}  {'apply ms med':>12}  {'paint ms med/max':>16}  "
+        f"{'peak RSS':>8}  {'key a med/max':>13}  {'typing med/max':>14}  {'hosts CPU':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    for count, runs in results.items():
+        paint = [p for r in runs for p in r["paint_ms"]]
+        apply = [a for r in runs for a in r["apply_ms"]]
+        keys = [x for r in runs for x in r["attention_ms"]]
+        typing = [x for r in runs for x in r["typing_ms"]]
+        print(
+            f"{count:>5}  {_f(med(runs, 'cpu_percent'), '.1f'):>9} %  "
+            f"{_f(_med(apply), '.2f'):>12}  "
+            f"{_f(_med(paint), '.1f'):>7}/{_f(_mx(paint), '.0f'):<5} ms  "
+            f"{_f(med(runs, 'peak_rss_mib'), '.0f'):>4} MiB  "
+            f"{_f(_med(keys), '.0f'):>5}/{_f(_mx(keys), '.0f'):<4} ms  "
+            f"{_f(_med(typing), '.0f'):>6}/{_f(_mx(typing), '.0f'):<4} ms  "
+            f"{_f(med(runs, 'hosts_cpu_percent'), '.0f'):>7} %"
+        )
+    print(
+        "apply: handing one batch of host views to the screen; paint: one screen update "
+        "(layout if any, render, terminal bytes); hosts CPU: the demo server process and "
+        "its samplers (the hosts' side, not the console's)"
+    )
+    print("targets: 64 hosts first frame <= 1 s; console <= 5 % of one core")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
