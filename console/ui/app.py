@@ -243,7 +243,8 @@ class DistConsoleApp(App[int]):
             if node is self:
                 rank, scope = 0, "app"
             elif node is self.screen:
-                rank, scope = 1, node.name or type(node).__name__
+                # "logs:<job id>" names one logs screen; the help names the kind of screen.
+                rank, scope = 1, (node.name or type(node).__name__).split(":")[0]
             else:
                 rank, scope = 2, type(node).__name__
             rows.append((rank, KeyHelp(self.get_key_display(binding), binding.description, scope)))
@@ -263,6 +264,8 @@ class DistConsoleApp(App[int]):
             "Hosts", "Show every host and its connection state", self.action_show_hosts
         )
         yield SystemCommand("GPUs", "Show every GPU of every host, live", self.action_show_gpus)
+        yield SystemCommand("Jobs", "Show every job: state, hosts, ranks", self.action_show_jobs)
+        yield SystemCommand("Launch", "Open the launch form for a new job", self.action_launch)
         yield SystemCommand(
             "Reconnect all",
             "Retry every host that is not up now, without waiting for the back-off",

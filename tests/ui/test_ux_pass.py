@@ -10,13 +10,19 @@ from textual.widgets._footer import FooterKey
 from ui_fixtures import FROZEN_NOW, fixed_statuses, static_inventory
 
 from console.jobs.models import JobState
+from console.jobs.planner import plan
+from console.jobs.spec import make_spec
+from console.logs.models import LogLine
+from console.logs.steps import StepTracker
 from console.ui.app import DistConsoleApp
 from console.ui.job_control import JobRow
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen
+from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.screens.hosts import HostsScreen
 from console.ui.screens.jobs import JobsScreen
 from console.ui.screens.launch import LaunchScreen
+from console.ui.screens.logs import LogsScreen, steps_reading
 
 
 def make_app() -> DistConsoleApp:
@@ -138,3 +144,51 @@ async def test_launch_preview_keeps_its_job_id_and_follows_the_kind() -> None:
         form.query_one("#kind", Select).value = "ddp"
         await pilot.pause()
         assert form.query_one("#program", Input).value == "train.py"
+
+
+def progress_of(steps: dict[int, int], printed_total: int | None, plan_total: int | None) -> str:
+    tracker = StepTracker()
+    of = f"/{printed_total}" if printed_total else ""
+    tracker.feed(
+        LogLine("j", "node0", rank, rank, "stdout", f"rank {rank} step {step}{of}", FROZEN_NOW)
+        for rank, step in steps.items()
+    )
+    return steps_reading(tracker.job(plan_total), split_total=plan_total is not None)
+
+
+def test_the_steps_total_stands_next_to_the_counter_it_belongs_to() -> None:
+    # DDP: every rank prints "step N/300" and runs all 300: rank 0's counter, not the sum.
+    assert progress_of({0: 70, 1: 69}, 300, None) == "steps: rank 0 70/300 · sum 139"
+    # Horovod: a total of 200 split over the ranks: the sum of the counters reaches it.
+    assert progress_of({0: 20, 1: 19}, None, 200) == "steps: sum 39/200 · rank 0 20"
+    # No rank 0 among the stepping ranks: no "rank 0 None".
+    assert progress_of({1: 5, 2: 5}, 300, None) == "steps: sum 10"
+    assert progress_of({1: 5, 2: 5}, None, 200) == "steps: sum 10/200"
+
+
+async def test_enter_on_a_host_opens_its_detail_and_escape_comes_back() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 30)) as pilot:
+        app.hosts_screen.apply_statuses(fixed_statuses())
+        await pilot.press("down")  # node1
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, HostDetailScreen)
+        assert app.screen.host.name == "node1"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.hosts_screen
+
+
+async def test_palette_reaches_jobs_and_launch_and_help_names_screens_plainly() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {"Jobs", "Launch"} <= titles
+        plan_ = plan(make_spec(kind="ddp", program="example:ddp"), app.inventory, job_id="job-7")
+        await app.push_screen(LogsScreen(plan_, clock=lambda: FROZEN_NOW, follow_hosts=False))
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        scopes = {k.scope for k in app.screen.keys}
+        assert "logs" in scopes and not any("job-7" in scope for scope in scopes)

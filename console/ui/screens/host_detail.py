@@ -94,7 +94,9 @@ class HostDetailScreen(Screen[None]):
         if sample is None:
             header.update(state)
             return
-        source = sample.gpu_source + (" (simulated)" if sample.simulated else "")
+        source = sample.gpu_source
+        if sample.simulated and "simulated" not in source:
+            source += " (simulated)"
         lines = [state, host_figures(sample), f"GPU source: {source}"]
         if sample.gpu_error:
             lines.append(sample.gpu_error)

@@ -33,6 +33,8 @@ class HostsScreen(Screen[None]):
     """Rows change in place as batches of :class:`HostStatus` arrive via ``apply_statuses``."""
 
     BINDINGS = [
+        # Priority: the table's own Enter would only "select" the row.
+        Binding("enter", "detail", "Host detail", priority=True),
         Binding("r", "reconnect", "Reconnect"),
         Binding("R", "reconnect_all", "Reconnect all", key_display="R"),
     ]
@@ -104,6 +106,17 @@ class HostsScreen(Screen[None]):
         if status.reason:
             text += f" — {status.reason}"
         detail.update(text)
+
+    def action_detail(self) -> None:
+        """The selected host in full (GPUs, processes), as from the GPU screen."""
+        name = self.table.selected_host
+        host = next((h for h in self.inventory.hosts if h.name == name), None)
+        if host is None:
+            return
+        from console.ui.screens.host_detail import HostDetailScreen
+
+        views = getattr(getattr(self.app, "cluster_screen", None), "views", {})
+        self.app.push_screen(HostDetailScreen(host, views.get(host.name), self._clock))
 
     def action_reconnect(self) -> None:
         self._reconnect(self.table.selected_host)

@@ -26,7 +26,7 @@ from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
 from console.logs.models import LogBatch, LogLine, RankKey, rank_key, rank_label
 from console.logs.stalls import find_stalls
-from console.logs.steps import StepTracker
+from console.logs.steps import JobProgress, StepTracker
 from console.ui.formatting import plain
 from console.ui.inbox import Inbox
 from console.ui.log_render import prefix_width, render_lines
@@ -34,6 +34,19 @@ from console.ui.log_render import prefix_width, render_lines
 VIEW_LINES = 5000
 CONTEXT_LINES = 2
 STEP_COLUMNS = ("Rank", "Host", "Step", "Steps/s", "Samples/s", "Loss", "Lag", "")
+
+
+def steps_reading(progress: JobProgress, *, split_total: bool) -> str:
+    """The job's steps, with the total next to the counter it belongs to: a total split
+    over the ranks (Horovod) is reached by the sum of their counters; a total the ranks
+    print themselves ("step 7/300", DDP) is every rank's own, so rank 0's."""
+    total = f"/{progress.total_steps}" if progress.total_steps else ""
+    rank0 = None if progress.rank0_step is None else f"rank 0 {progress.rank0_step}"
+    if split_total:
+        return f"steps: sum {progress.sum_steps}{total}" + (f" · {rank0}" if rank0 else "")
+    if rank0 is None:
+        return f"steps: sum {progress.sum_steps}"
+    return f"steps: {rank0}{total} · sum {progress.sum_steps}"
 
 
 class LogBatchesArrived(Message):
@@ -279,9 +292,8 @@ class LogsScreen(Screen[None]):
             "following" if self.following else "PAUSED (f follows)",
         ]
         progress = getattr(self, "_progress", None)
-        if progress is not None and progress.ranks:
-            total = f"/{progress.total_steps}" if progress.total_steps else ""
-            parts.append(f"steps: sum {progress.sum_steps}{total} · rank 0 {progress.rank0_step}")
+        if progress is not None and any(r.step is not None for r in progress.ranks):
+            parts.append(steps_reading(progress, split_total=self.plan.total_steps is not None))
             if progress.samples_per_s is not None:
                 parts.append(f"{progress.samples_per_s:.1f} samples/s")
             if progress.slowest is not None and progress.slowest_lag:
