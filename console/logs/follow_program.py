@@ -2,35 +2,77 @@
 
 Standard library only, so it runs wherever Python 3 does. ONE process per host follows
 every log file of a job from the byte offsets the console last delivered, plus files
-that appear later under the job directory, and writes one JSON record per line of
-stdout. Records stay under 64 KiB (asyncio's and asyncssh's line limits) and ASCII:
+that appear later under the job directory, and writes length-prefixed binary frames to
+stdout: ``kind`` (1 byte) and payload length (4 bytes, big-endian), then the payload.
+The file's bytes travel as they are (no base64, no JSON per chunk), so neither end
+spends CPU per line on the framing:
 
-- ``{"t":"d","c":[[path,start,end,inode,b64],...]}`` whole lines of ``path``: the raw
-  bytes ``start..end``, base64 (a fixed 4/3 growth whatever the bytes; the console
-  decodes UTF-8 with replacement). A chunk that does not end with a line end is a piece
-  of a line longer than ``max_line`` (split there) or the unterminated last line of a
-  file whose writers are done (``final`` / ``done`` markers); otherwise an unterminated
-  line is held back until its newline comes. ``\\r`` (progress bars) ends a line too.
-- ``{"t":"n","p":path,"k":kind,"m":message,"i":inode}`` a note: truncated, rotated,
-  missing, appeared, error.
-- ``{"t":"o","p":path,"o":offset,"i":inode}`` where a file followed from its end starts.
-- ``{"t":"hb","ts":...}`` heartbeat while idle; writing it is also how the follower
-  notices that the console went away (broken pipe) and exits.
-- ``{"t":"end"}`` everything was read and the follower exits.
+- ``P``: ``id`` (4 bytes) + the path (UTF-8, surrogateescape): names a file once; data
+  frames refer to it by ``id``.
+- ``D``: ``id`` (4), ``start`` (8), ``inode`` (8, signed, -1 unknown) + raw bytes
+  ``start..start+len`` of that file: whole lines (the console decodes UTF-8 with
+  replacement). A chunk that does not end with a line end is a piece of a line longer
+  than ``max_line`` (split there) or the unterminated last line of a file whose writers
+  are done (``final`` / ``done`` markers); otherwise an unterminated line is held back
+  until its newline comes. ``\\r`` (progress bars) ends a line too.
+- ``J``: one JSON object, the rare control records:
+  ``{"t":"n","p":path,"k":kind,"m":message,"i":inode}`` a note (truncated, rotated,
+  missing, appeared, error); ``{"t":"o","p":path,"o":offset,"i":inode}`` where a file
+  followed from its end starts; ``{"t":"hb","ts":...}`` heartbeat while idle (writing
+  it is also how the follower notices that the console went away: broken pipe);
+  ``{"t":"end"}`` everything was read and the follower exits.
+
+:func:`read_frames` is the reader (the console imports it; tests use it too).
 """
 
 from __future__ import annotations
 
-import base64
 import fnmatch
 import json
 import os
+import struct
 import sys
 import time
 from typing import Any, BinaryIO
 
 DEFAULT_PATTERNS = ("*.log", "*.out", "*.err", "stdout", "stderr")
-RECORD_MAX = 60000  # bytes of one JSON record line, below the 64 KiB readline limits
+FRAME = struct.Struct(">cI")  # kind, payload length
+DATA = struct.Struct(">IQq")  # path id, start offset, inode (-1: unknown)
+PATH = struct.Struct(">I")  # path id
+
+
+def read_frames(buf: bytes | bytearray, paths: dict[int, str]) -> tuple[list[Any], int]:
+    """The complete frames at the start of ``buf``, and how many bytes they took.
+
+    ``P`` frames fill ``paths`` and are not returned; a ``D`` frame is returned as
+    ``("d", path, start, inode, data)``, a ``J`` frame as its decoded object."""
+    out: list[Any] = []
+    at, size, header = 0, len(buf), FRAME.size
+    view = memoryview(buf)
+    try:
+        while size - at >= header:
+            kind, length = FRAME.unpack_from(buf, at)
+            end = at + header + length
+            if end > size:
+                break
+            body = at + header
+            if kind == b"D":
+                pid, start, inode = DATA.unpack_from(buf, body)
+                data = bytes(view[body + DATA.size : end])
+                out.append(("d", paths[pid], start, None if inode < 0 else inode, data))
+            elif kind == b"J":
+                out.append(json.loads(bytes(view[body:end])))
+            elif kind == b"P":
+                (pid,) = PATH.unpack_from(buf, body)
+                paths[pid] = bytes(view[body + PATH.size : end]).decode(
+                    "utf-8", "surrogateescape"
+                )
+            else:
+                raise ValueError(f"unknown frame kind {kind!r} at byte {at}")
+            at = end
+    finally:
+        view.release()
+    return out, at
 
 
 class TrackedFile:
@@ -44,6 +86,7 @@ class TrackedFile:
         self.handle: BinaryIO | None = None
         self.pending = b""  # bytes after the last line end, not yet emitted
         self.missing_noted = False
+        self.id: int | None = None  # frame id, given when its first data is sent
 
     @property
     def emitted(self) -> int:
@@ -58,18 +101,16 @@ class Follower:
         # A read never exceeds max_line, so only a line begun in the held-back tail can
         # grow past max_line: _consume checks that one line only.
         self.chunk = min(int(cfg.get("chunk", 32768)), self.max_line)
-        self.record_max = RECORD_MAX
         self.final = bool(cfg.get("final", False))
         self.from_end = bool(cfg.get("from_end", False))
         self.heartbeat = float(cfg.get("heartbeat", 2.0))
         self.done = [os.path.expanduser(p) for p in cfg.get("done", [])]
         self.dirs = cfg.get("dirs", [])
         self.files: dict[str, TrackedFile] = {}
-        self.record: list[list[Any]] = []
-        self.record_bytes = 20  # the record's own framing
         self.last_write = time.time()
         self.parent = os.getppid()
         self.positions: list[dict[str, Any]] = []  # where from_end files start
+        self.ids: list[str] = []  # frame id -> path, in the order ids were given
         for spec in cfg.get("files", []):
             self._track(spec["p"], spec.get("o"), spec.get("i"), initial=True)
 
@@ -112,38 +153,27 @@ class Follower:
     # -- output ----------------------------------------------------------------------
 
     def write(self, obj: dict[str, Any]) -> None:
-        self.out.write(json.dumps(obj, separators=(",", ":")).encode("ascii") + b"\n")
+        payload = json.dumps(obj, separators=(",", ":")).encode("ascii")
+        self.out.write(FRAME.pack(b"J", len(payload)) + payload)
         self.last_write = time.time()
 
     def note(self, key: str, kind: str, message: str, inode: int | None = None) -> None:
-        self.flush_record()
         self.write({"t": "n", "p": key, "k": kind, "m": message, "i": inode})
         self.out.flush()
 
     def emit(self, tracked: TrackedFile, data: bytes, start: int) -> None:
-        """Queue whole lines (or one forced piece) as entries that each fit a record."""
-        room = (self.record_max - 200 - len(tracked.key)) * 3 // 4
-        while len(data) > room:
-            cut = self._split_point(data[:room]) or self._cut(data, room)
-            self._entry(tracked, data[:cut], start)
-            start += cut
-            data = data[cut:]
-        if data:
-            self._entry(tracked, data, start)
-
-    def _entry(self, tracked: TrackedFile, data: bytes, start: int) -> None:
-        size = len(data) * 4 // 3 + len(tracked.key) + 64
-        if self.record_bytes + size > self.record_max:
-            self.flush_record()
-        encoded = base64.b64encode(data).decode("ascii")
-        self.record.append([tracked.key, start, start + len(data), tracked.inode, encoded])
-        self.record_bytes += size
-
-    def flush_record(self) -> None:
-        if self.record:
-            self.write({"t": "d", "c": self.record})
-            self.record = []
-            self.record_bytes = 20
+        """Send whole lines (or one forced piece) of ``tracked`` as one data frame."""
+        if tracked.id is None:
+            tracked.id = len(self.ids)
+            self.ids.append(tracked.key)
+            name = tracked.key.encode("utf-8", "surrogateescape")
+            self.out.write(FRAME.pack(b"P", PATH.size + len(name)) + PATH.pack(tracked.id) + name)
+        inode = -1 if tracked.inode is None else tracked.inode
+        self.out.write(
+            FRAME.pack(b"D", DATA.size + len(data)) + DATA.pack(tracked.id, start, inode)
+        )
+        self.out.write(data)
+        self.last_write = time.time()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -282,7 +312,6 @@ class Follower:
         for tracked in list(self.files.values()):
             if self.read(tracked, flush_tail):
                 busy = True
-        self.flush_record()
         self.out.flush()
         return busy
 

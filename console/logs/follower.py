@@ -1,8 +1,12 @@
-"""Client side of the log follower: start it on a host, turn its records into batches,
+"""Client side of the log follower: start it on a host, turn its frames into batches,
 and resume after a disconnect from the last offset delivered.
 
 "Delivered" means handed to the consumer: a batch's file offsets become the resume
 point the moment it is yielded, so a restart neither repeats nor skips a line.
+
+The program's stdout is read as bytes (``start_bytes``/``chunks``): everything that
+came in one read becomes one batch, whose lines are :class:`LineRuns` (one run per file
+chunk: decoded once, never split per line here).
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ import asyncio
 import contextlib
 import json
 import random
+import struct
 import time
-from base64 import b64decode
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +24,9 @@ from typing import Any
 
 from console.errors import HostUnavailable, JobError, TransportError
 from console.logs import follow_program
-from console.logs.models import FileCursor, FollowNote, LogBatch, LogLine
-from console.logs.prefixes import FileContext, attribute, guess_context, split_long
+from console.logs.follow_program import read_frames
+from console.logs.models import FileCursor, FollowNote, LineRun, LineRuns, LogBatch
+from console.logs.prefixes import FileAttribution, FileContext, guess_context
 from console.transport.base import HostConnection, RemoteProcess
 
 MAX_LINE = 32768  # bytes; longer lines are split into pieces (the follower does it)
@@ -74,6 +79,7 @@ class HostLogFollower:
         self.retry_max_s = retry_max_s
         self.clock = clock
         self.contexts: dict[str, FileContext] = {c.path: c for c in target.files}
+        self._attribution: dict[str, FileAttribution] = {}
         self.restarts = 0
         self.finished = False
         self._started_once = False
@@ -106,7 +112,7 @@ class HostLogFollower:
 
     async def _start(self) -> RemoteProcess:
         argv = [self.conn.host.python or "python3", "-u", "-", json.dumps(self.config())]
-        process = await self.conn.start(argv)
+        process = await self.conn.start_bytes(argv)
         try:
             await process.write(program_source())
             process.write_eof()
@@ -125,22 +131,30 @@ class HostLogFollower:
             self.contexts[path] = ctx
         return ctx
 
-    def decode(self, record: dict[str, Any]) -> tuple[list[LogLine], dict[str, FileCursor]]:
-        """Lines and the cursors they advance to, from one data record."""
+    def attribution(self, path: str) -> FileAttribution:
+        found = self._attribution.get(path)
+        if found is None:
+            found = self._attribution[path] = FileAttribution(self.context(path))
+        return found
+
+    def decode(
+        self, frames: list[tuple[str, str, int, int | None, bytes]]
+    ) -> tuple[LineRuns, dict[str, FileCursor]]:
+        """Lines and the cursors they advance to, from data frames (see follow_program).
+        Lines are never longer than ``max_line``: the program cuts them in bytes, and a
+        line has no more characters than bytes."""
         now = self.clock()
-        lines: list[LogLine] = []
+        out: list[LineRun] = []
         advanced: dict[str, FileCursor] = {}
-        for path, _start, end, inode, encoded in record["c"]:
-            text = b64decode(encoded).decode("utf-8", "replace")
-            if "\r" in text:
-                text = text.replace("\r\n", "\n").replace("\r", "\n")
-            texts = text.split("\n")
-            if not texts[-1]:
-                texts.pop()  # a chunk ending without a line end is a piece of a long line
-            texts = split_long(texts, self.max_line)
-            lines.extend(attribute(self.context(path), texts, now))
-            advanced[path] = FileCursor(end, inode)
-        return lines, advanced
+        for _d, path, start, inode, data in frames:
+            out += self.attribution(path).runs(data.decode("utf-8", "replace"), now)
+            advanced[path] = FileCursor(start + len(data), inode)
+        return LineRuns(out), advanced
+
+    def _data_batch(self, frames: list[Any]) -> LogBatch:
+        lines, advanced = self.decode(frames)
+        self.cursors.update(advanced)
+        return LogBatch(self.target.host, lines, (), self.clock())
 
     def _note(self, record: dict[str, Any]) -> FollowNote:
         path, kind = record["p"], record["k"]
@@ -148,28 +162,38 @@ class HostLogFollower:
             self.cursors[path] = FileCursor(0, record.get("i"))
         return FollowNote(self.target.host, path, kind, record.get("m", ""))
 
-    async def _records(self, process: RemoteProcess) -> AsyncIterator[dict[str, Any]]:
-        """Parsed records; ends when the process or the link ends or goes silent."""
-        iterator = process.lines().__aiter__()
+    async def _reads(self, process: RemoteProcess) -> AsyncIterator[list[Any]]:
+        """The frames of each read, in order; ends when the process or the link ends or
+        goes silent."""
+        iterator = process.chunks().__aiter__()
+        buf = bytearray()
+        paths: dict[int, str] = {}
         while True:
             try:
                 # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a
                 # cancellation that races with the read completing.
                 async with asyncio.timeout(SILENCE_LIMIT_S):
-                    line = await iterator.__anext__()
+                    data = await iterator.__anext__()
             except (StopAsyncIteration, TimeoutError):
                 return
             # A stream that always has data buffered never suspends on its own; give the
-            # event loop (the UI, other hosts) a turn after every record.
+            # event loop (the UI, other hosts) a turn after every read.
             await asyncio.sleep(0)
-            if not line:
-                continue
+            if buf:
+                buf += data
+                pending: bytes | bytearray = buf
+            else:
+                pending = data
             try:
-                yield json.loads(line)
-            except ValueError as exc:
+                frames, used = read_frames(pending, paths)
+            except (ValueError, KeyError, struct.error) as exc:
                 raise JobError(
-                    f"{self.target.host}: log follower wrote an unreadable record: {line[:200]!r}"
+                    f"{self.target.host}: log follower wrote an unreadable frame: "
+                    f"{bytes(pending[:200])!r}"
                 ) from exc
+            buf = bytearray(pending[used:]) if used < len(pending) else bytearray()
+            if frames:
+                yield frames
 
     async def batches(self) -> AsyncIterator[LogBatch]:
         host = self.target.host
@@ -189,19 +213,26 @@ class HostLogFollower:
             attempt = 0
             ended = False
             try:
-                async for record in self._records(process):
-                    kind = record.get("t")
-                    if kind == "d":
-                        lines, advanced = self.decode(record)
-                        self.cursors.update(advanced)
-                        yield LogBatch(host, tuple(lines), (), self.clock())
-                    elif kind == "n":
-                        note = self._note(record)
-                        yield LogBatch(host, (), (note,), self.clock())
-                    elif kind == "o":
-                        self.cursors[record["p"]] = FileCursor(record["o"], record.get("i"))
-                    elif kind == "end":
-                        ended = True
+                async for frames in self._reads(process):
+                    data: list[Any] = []
+                    for frame in frames:
+                        if isinstance(frame, tuple):
+                            data.append(frame)
+                            continue
+                        if data:  # in order: a note may reset the cursor data advanced
+                            yield self._data_batch(data)
+                            data = []
+                        kind = frame.get("t")
+                        if kind == "n":
+                            yield LogBatch(host, (), (self._note(frame),), self.clock())
+                        elif kind == "o":
+                            self.cursors[frame["p"]] = FileCursor(frame["o"], frame.get("i"))
+                        elif kind == "end":
+                            ended = True
+                            break
+                    if data:
+                        yield self._data_batch(data)
+                    if ended:
                         break
             finally:
                 process.close()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from console.jobs.models import LogFile, RankLaunch
-from console.logs.models import LogLine
+from console.logs.models import LineRun, LineSource, LogLine, run_of_texts, runs_of_text
 
 # One pass decides which launcher prefix (if any) a line carries.
 _PREFIX = re.compile(
@@ -49,6 +49,17 @@ class FileContext:
     node_ranks: tuple[int, ...] = ()  # global ranks of this node's local ranks 0, 1, ...
     node_rank: int | None = None
     nproc_per_node: int | None = None
+
+    @property
+    def attributed(self) -> bool:
+        """The file belongs to one rank or task: its lines carry no launcher prefix."""
+        return self.rank is not None or self.task_index is not None
+
+    def source(self) -> LineSource:
+        return LineSource(
+            self.job_id, self.host, self.rank, self.local_rank, self.stream, self.role,
+            self.task_index,
+        )  # fmt: skip
 
     def global_rank(self, local: int) -> int | None:
         if local < len(self.node_ranks):
@@ -133,7 +144,7 @@ def guess_context(job_id: str, host: str, path: str, node_ranks: Sequence[int] =
 def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[LogLine]:
     """LogLines for the lines of one file, prefixes parsed where the file is combined."""
     job, host, stream = ctx.job_id, ctx.host, ctx.stream
-    if ctx.rank is not None or ctx.task_index is not None:
+    if ctx.attributed:
         rank, local, role, index = ctx.rank, ctx.local_rank, ctx.role, ctx.task_index
         new = tuple.__new__
         return [
@@ -178,6 +189,43 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
                 rest = rest[inner.end() :]
             append(LogLine(job, host, grank_of_local, local, stream, rest, received, "rank"))
     return out
+
+
+class FileAttribution:
+    """Turns one file's decoded chunks into runs: a rank's own file is one run per chunk
+    with one shared source; a launcher's combined file is parsed line by line and cut
+    into runs of consecutive lines of the same prefix (sources shared too)."""
+
+    __slots__ = ("_sources", "ctx", "source")
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.source = ctx.source()
+        self._sources: dict[tuple[object, ...], LineSource] = {}
+
+    def runs(self, text: str, received: float) -> list[LineRun]:
+        chunk = runs_of_text(self.source, received, text)
+        if self.ctx.attributed or not chunk:
+            return chunk
+        out: list[LineRun] = []
+        group: list[str] = []
+        head: LogLine | None = None
+        for line in attribute(self.ctx, chunk[0].texts(), received):
+            if head is None or line[2:5] != head[2:5] or line.role != head.role:
+                if head is not None:
+                    out.append(run_of_texts(self._shared(head), received, group))
+                head, group = line, []
+            group.append(line.text)
+        if head is not None:
+            out.append(run_of_texts(self._shared(head), received, group))
+        return out
+
+    def _shared(self, line: LogLine) -> LineSource:
+        key = (line.rank, line.local_rank, line.stream, line.role, line.task_index)
+        source = self._sources.get(key)
+        if source is None:
+            source = self._sources[key] = LineSource.of(line)
+        return source
 
 
 def split_long(texts: list[str], limit: int) -> list[str]:

@@ -6,8 +6,8 @@ every rank's counter (Horovod style: each rank runs its share of the steps) and 
 0's counter (DDP style), aggregate samples/s, and the slowest rank with its lag.
 
 Only the LAST match of each pattern in a batch matters, so each pattern is first run
-once over the batch's joined text (C speed) and the lines are scanned backwards only
-when it matched.
+once over each run's joined text (C speed, after a substring hint for the defaults) and
+only that run's lines are scanned backwards, from its newest, when it matched.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from console.logs.models import LogLine, RankKey, runs
+from console.logs.buffer import line_prefilter
+from console.logs.models import LineRun, LineSource, LogLine, RankKey, as_runs
 
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _SEP = r"[ \t]*[:=#]?[ \t]*"
@@ -63,6 +64,9 @@ _HINTS: dict[str, str] = dict(
 }
 
 
+_Compiled = tuple[re.Pattern[str], str | None, re.Pattern[str] | None]
+
+
 @dataclass(frozen=True, slots=True)
 class StepPatterns:
     """Regular expressions (case-insensitive) for steps, samples/s, it/s and loss."""
@@ -72,14 +76,17 @@ class StepPatterns:
     rate: tuple[str, ...] = DEFAULT_RATE_PATTERNS
     loss: tuple[str, ...] = DEFAULT_LOSS_PATTERNS
 
-    def compiled(self) -> dict[str, tuple[tuple[re.Pattern[str], str | None], ...]]:
-        """Per kind: (regex, hint) where hint is a lowercase word any match contains."""
-        return {
-            name: tuple(
-                (re.compile(p, re.IGNORECASE), _HINTS.get(p)) for p in getattr(self, name)
-            )
-            for name in ("step", "samples", "rate", "loss")
-        }
+    def compiled(self) -> dict[str, tuple[_Compiled, ...]]:
+        """Per kind: (regex, hint, prefilter): hint is a lowercase word any match
+        contains; prefilter finds a match of the regex in lines joined by "\\n"."""
+        out: dict[str, tuple[_Compiled, ...]] = {}
+        for name in ("step", "samples", "rate", "loss"):
+            kind = []
+            for p in getattr(self, name):
+                regex = re.compile(p, re.IGNORECASE)
+                kind.append((regex, _HINTS.get(p), line_prefilter(regex)))
+            out[name] = tuple(kind)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,45 +148,44 @@ class StepTracker:
         self._ranks: dict[RankKey, _RankState] = {}
 
     def feed(self, lines: Iterable[LogLine]) -> None:
-        groups: dict[RankKey, list[LogLine]] = {}
-        for key, run in runs(lines if isinstance(lines, Sequence) else list(lines)):
-            group = groups.get(key)
+        groups: dict[RankKey, list[LineRun]] = {}
+        seq = lines if isinstance(lines, Sequence) else list(lines)
+        for run in as_runs(seq):
+            group = groups.get(run.source.key)
             if group is None:
-                groups[key] = list(run)
+                groups[run.source.key] = [run]
             else:
-                group.extend(run)
+                group.append(run)
         for key, group in groups.items():
             self._feed_rank(key, group)
 
-    def _state(self, key: RankKey, first: LogLine) -> _RankState:
+    def _state(self, key: RankKey, source: LineSource) -> _RankState:
         state = self._ranks.get(key)
         if state is None:
-            state = _RankState(key, first.host, first.local_rank)
+            state = _RankState(key, source.host, source.local_rank)
             self._ranks[key] = state
         return state
 
-    def _feed_rank(self, key: RankKey, group: list[LogLine]) -> None:
-        state = self._state(key, group[0])
-        last = group[-1]
-        state.last_line_at = last.received
-        texts = [line.text for line in group]
-        joined = "\n".join(texts)
-        low = joined.lower()
-        hit = _last_match(self._step, joined, low, texts)
+    def _feed_rank(self, key: RankKey, group: list[LineRun]) -> None:
+        state = self._state(key, group[0].source)
+        state.last_line_at = group[-1].received
+        # Newest run first: only the last match of each pattern counts.
+        texts = [(run.text, run.text.lower(), run.parts is None) for run in reversed(group)]
+        hit = _last_match(self._step, texts)
         if hit is not None:
             index, m = hit
             step = int(m["step"])
             groups = m.re.groupindex
             epoch = int(m["epoch"]) if "epoch" in groups and m["epoch"] else None
             total = int(m["total"]) if "total" in groups and m["total"] else None
-            self._record_step(state, step, epoch, total, group[index].received)
-        hit = _last_match(self._samples, joined, low, texts)
+            self._record_step(state, step, epoch, total, group[len(group) - 1 - index].received)
+        hit = _last_match(self._samples, texts)
         if hit is not None:
             state.samples_per_s = float(hit[1]["value"])
-        hit = _last_match(self._loss, joined, low, texts)
+        hit = _last_match(self._loss, texts)
         if hit is not None:
             state.loss = float(hit[1]["value"])
-        hit = _last_match(self._rate, joined, low, texts)
+        hit = _last_match(self._rate, texts)
         if hit is not None:
             value = float(hit[1]["value"])
             state.printed_rate = value if hit[1]["unit"].lower() == "it/s" else (
@@ -222,22 +228,34 @@ def _order(state: _RankState) -> tuple[int, int, str]:
 
 
 def _last_match(
-    patterns: Sequence[tuple[re.Pattern[str], str | None]],
-    joined: str,
-    low: str,
-    texts: list[str],
+    patterns: Sequence[tuple[re.Pattern[str], str | None, re.Pattern[str] | None]],
+    texts: Sequence[tuple[str, str, bool]],
 ) -> tuple[int, re.Match[str]] | None:
-    """(line index, match) of the last line matched by the first pattern that matches
-    anywhere in the batch (patterns are in order of preference)."""
-    for pattern, hint in patterns:
-        if hint is not None and hint not in low:
-            continue
-        if pattern.search(joined) is None:
-            continue
-        for index in range(len(texts) - 1, -1, -1):
-            m = pattern.search(texts[index])
+    """(index in ``texts``, match) of the newest line matched by the first pattern that
+    matches anywhere (patterns are in order of preference). ``texts`` are runs, newest
+    first, as (lines joined by "\\n", the same lowercased, whether no line holds "\\n")."""
+    for pattern, hint, prefilter in patterns:
+        for index, (joined, low, plain) in enumerate(texts):
+            if hint is not None and hint not in low:
+                continue
+            if prefilter is not None and plain and prefilter.search(joined) is None:
+                continue
+            m = _last_line_match(pattern, joined)
             if m is not None:
                 return index, m
+    return None
+
+
+def _last_line_match(pattern: re.Pattern[str], joined: str) -> re.Match[str] | None:
+    """The match in the last line (of lines joined by "\\n") that ``pattern`` matches,
+    each line searched on its own (so ``^`` and ``$`` mean the line's ends)."""
+    end = len(joined)
+    while end >= 0:
+        start = joined.rfind("\n", 0, end) + 1
+        m = pattern.search(joined[start:end])
+        if m is not None:
+            return m
+        end = start - 1
     return None
 
 

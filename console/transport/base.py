@@ -65,6 +65,11 @@ class RemoteProcess(abc.ABC):
         """stdout, one line at a time without the newline; ends when the process exits
         or the connection drops."""
 
+    def chunks(self) -> AsyncIterator[bytes]:
+        """stdout as raw bytes, as they come (any split); ends like :meth:`lines`. Only
+        for a process from :meth:`HostConnection.start_bytes`."""
+        raise TransportError("this process was started for lines, not a byte stream")
+
     @abc.abstractmethod
     async def write(self, data: str) -> None: ...
 
@@ -105,6 +110,13 @@ class HostConnection(abc.ABC):
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
         """Start a long-lived process. Raises HostUnavailable."""
+
+    async def start_bytes(
+        self, command: Command, *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        """Like :meth:`start`, with stdout read as bytes through ``chunks()`` (binary
+        framing, no decoding or line splitting in the transport). Raises HostUnavailable."""
+        raise TransportError(f"{self.host.name}: this transport cannot stream bytes")
 
     async def close(self) -> None:  # noqa: B027 - optional hook, nothing to close by default
         """Drop the connection and stop reconnecting."""

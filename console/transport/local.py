@@ -65,6 +65,11 @@ class LocalProcess(RemoteProcess):
         while raw := await self._process.stdout.readline():
             yield raw.decode("utf-8", "replace").rstrip("\n")
 
+    async def chunks(self) -> AsyncIterator[bytes]:
+        assert self._process.stdout is not None
+        while data := await self._process.stdout.read(1 << 18):
+            yield data
+
     async def write(self, data: str) -> None:
         assert self._process.stdin is not None
         try:
@@ -143,6 +148,12 @@ class LocalConnection(HostConnection):
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
         return LocalProcess(await _spawn(with_env(command, env)))
+
+    async def start_bytes(
+        self, command: Command, *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        # Pipes carry bytes anyway: the same process, read through chunks().
+        return await self.start(command, env=env)
 
     async def close(self) -> None:
         return None

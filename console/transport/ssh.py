@@ -63,10 +63,17 @@ class _Client(asyncssh.SSHClient):
             self.lost_reason = str(exc) or type(exc).__name__
 
 
+# Read size for byte streams: asyncssh hands over what is buffered, up to this much.
+CHUNK_BYTES = 1 << 18
+
+
 class SshRemoteProcess(RemoteProcess):
-    def __init__(self, connection: SshConnection, process: asyncssh.SSHClientProcess[str]) -> None:
+    def __init__(
+        self, connection: SshConnection, process: asyncssh.SSHClientProcess[Any]
+    ) -> None:
         self._connection = connection
         self._process = process
+        self._binary = False  # set by start_bytes: the channel carries bytes, not str
         self.stderr = StderrTail()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
 
@@ -74,19 +81,33 @@ class SshRemoteProcess(RemoteProcess):
         # Unread stderr would fill the channel window and stall the remote process.
         with contextlib.suppress(asyncssh.Error, OSError, asyncio.IncompleteReadError):
             async for chunk in self._process.stderr:
-                self.stderr.add(chunk)
+                self.stderr.add(
+                    chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else chunk
+                )
 
     async def lines(self) -> AsyncIterator[str]:
         try:
             while line := await self._process.stdout.readline():  # "" only at EOF
                 self._connection.touch()
+                if isinstance(line, bytes):
+                    line = line.decode("utf-8", "replace")
                 yield line.rstrip("\n")
+        except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
+            return  # the connection dropped: the stream simply ends
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        if not self._binary:
+            raise TransportError(f"{self._connection.host.name}: not started for bytes")
+        try:
+            while data := await self._process.stdout.read(CHUNK_BYTES):  # b"" only at EOF
+                self._connection.touch()
+                yield data
         except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
             return  # the connection dropped: the stream simply ends
 
     async def write(self, data: str) -> None:
         try:
-            self._process.stdin.write(data)
+            self._process.stdin.write(data.encode() if self._binary else data)
             await self._process.stdin.drain()
         except (asyncssh.Error, OSError) as exc:
             raise TransportError(f"{self._connection.host.name}: cannot write: {exc}") from exc
@@ -329,6 +350,18 @@ class SshConnection(HostConnection):
         except (asyncssh.Error, OSError) as exc:
             raise self._unavailable(exc) from exc
         return SshRemoteProcess(self, process)
+
+    async def start_bytes(
+        self, command: Command, *, env: Mapping[str, str] | None = None
+    ) -> RemoteProcess:
+        conn = self._require()
+        try:
+            process = await conn.create_process(with_env(command, env), encoding=None)
+        except (asyncssh.Error, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        remote = SshRemoteProcess(self, process)
+        remote._binary = True
+        return remote
 
 
 def _kill(process: asyncssh.SSHClientProcess[str]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 import os
@@ -10,10 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
+from console.logs.follow_program import FRAME, read_frames
 from console.logs.follower import program_source
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,19 +26,47 @@ def run_final(cfg: dict[str, Any]) -> list[dict[str, Any]]:
         [sys.executable, "-u", "-", json.dumps(cfg)],
         input=program_source().encode(), capture_output=True, timeout=30, check=True,
     )
-    lines = proc.stdout.decode("ascii").splitlines()
-    for line in lines:
-        assert len(line) < 65536  # asyncio's readline limit
-    return [json.loads(line) for line in lines]
+    return records_of(proc.stdout)
+
+
+def as_record(frame: Any) -> dict[str, Any]:
+    """A data frame as a record like the control ones: {"t": "d", "c": [[path, start,
+    end, inode, data]]}; control frames are records already."""
+    if isinstance(frame, tuple):
+        _d, path, start, inode, data = frame
+        return {"t": "d", "c": [[path, start, start + len(data), inode, data]]}
+    assert isinstance(frame, dict)
+    return frame
+
+
+def records_of(raw: bytes) -> list[dict[str, Any]]:
+    frames, used = read_frames(raw, {})
+    assert used == len(raw)  # nothing but whole frames
+    return [as_record(f) for f in frames]
+
+
+class FrameReader:
+    """Records from a live follower's stdout pipe, one frame at a time."""
+
+    def __init__(self, pipe: IO[bytes]) -> None:
+        self.pipe = pipe
+        self.paths: dict[int, str] = {}
+
+    def next(self) -> dict[str, Any]:
+        while True:
+            header = self.pipe.read(FRAME.size)
+            _kind, length = FRAME.unpack(header)
+            frames, _used = read_frames(header + self.pipe.read(length), self.paths)
+            if frames:
+                return as_record(frames[0])
 
 
 def chunks(records: list[dict[str, Any]], path: str | None = None) -> list[tuple[int, int, bytes]]:
     found = []
     for record in records:
         if record["t"] == "d":
-            for p, start, end, _inode, b64 in record["c"]:
+            for p, start, end, _inode, data in record["c"]:
                 if path is None or p == path:
-                    data = base64.b64decode(b64)
                     assert len(data) == end - start
                     found.append((start, end, data))
     return found
@@ -120,11 +148,12 @@ def test_carriage_return_ends_a_progress_bar_line(tmp_path: Path) -> None:
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(program_source().encode())
     proc.stdin.close()
+    reader = FrameReader(proc.stdout)
     try:
-        record = json.loads(proc.stdout.readline())
+        record = reader.next()
         while record["t"] != "d":
-            record = json.loads(proc.stdout.readline())
-        data = b"".join(base64.b64decode(c[4]) for c in record["c"])
+            record = reader.next()
+        data = b"".join(c[4] for c in record["c"])
         assert data == log.read_bytes()
     finally:
         proc.kill()
@@ -144,12 +173,13 @@ def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None
     proc.stdin.write(program_source().encode())
     proc.stdin.close()
     seen: list[dict[str, Any]] = []
+    reader = FrameReader(proc.stdout)
 
     def until(cond: Any) -> None:
         deadline = time.monotonic() + 10
         while not cond():
             assert time.monotonic() < deadline, seen
-            seen.append(json.loads(proc.stdout.readline()))  # type: ignore[union-attr]
+            seen.append(reader.next())
 
     try:
         until(lambda: chunks(seen))
@@ -161,7 +191,7 @@ def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None
         (job / "rank-0.exit").write_bytes(b"0\n")  # not a log: never followed
         until(lambda: len(chunks(seen)) >= 3)
         by_path = {  # the last chunk of each file
-            p: base64.b64decode(b) for r in seen if r["t"] == "d" for p, _s, _e, _i, b in r["c"]
+            p: b for r in seen if r["t"] == "d" for p, _s, _e, _i, b in r["c"]
         }
         assert by_path[str(job / "sub" / "stderr")] == b"late file\n"
         assert by_path[str(job / "rank-0.out")] == b"two\n"
@@ -183,7 +213,7 @@ def test_done_markers_flush_the_last_partial_line_and_end(tmp_path: Path) -> Non
         [sys.executable, "-u", "-", json.dumps(cfg)], input=program_source().encode(),
         capture_output=True, timeout=30, check=True,
     )
-    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    records = records_of(proc.stdout)
     assert b"".join(d for _s, _e, d in chunks(records)) == log.read_bytes()
     assert records[-1] == {"t": "end"}
 

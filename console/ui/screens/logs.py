@@ -24,12 +24,13 @@ from textual.widgets import DataTable, Footer, Header, Input, RichLog, Selection
 
 from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
-from console.logs.models import LogBatch, LogLine, RankKey, rank_key, rank_label
+from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key, rank_label
 from console.logs.stalls import find_stalls
 from console.logs.steps import JobProgress, StepTracker
 from console.ui.formatting import plain
 from console.ui.inbox import Inbox
 from console.ui.log_render import prefix_width, render_lines
+from console.ui.widgets.log_view import LazyLogView
 
 VIEW_LINES = 5000
 CONTEXT_LINES = 2
@@ -129,7 +130,7 @@ class LogsScreen(Screen[None]):
         yield Input(placeholder="search (regular expression, Enter applies, Esc clears)",
                     id="log-search")  # fmt: skip
         with Horizontal(id="logs-body"):
-            yield RichLog(id="log-view", max_lines=VIEW_LINES, wrap=False, markup=False)
+            yield LazyLogView(id="log-view", max_lines=VIEW_LINES, wrap=False, markup=False)
             steps: DataTable[Text] = DataTable(id="steps-table", cursor_type="none")
             steps.add_columns(*STEP_COLUMNS)
             yield steps
@@ -162,7 +163,8 @@ class LogsScreen(Screen[None]):
 
     def apply_batches(self, batches: Sequence[LogBatch]) -> None:
         """Take batches of lines (and notes); the view appends what it shows."""
-        lines = [line for batch in batches for line in batch.lines]
+        # Runs, not lines: a LogLine is built only for what the view takes.
+        lines = LineRuns.concat(batch.lines for batch in batches)
         for batch in batches:
             for note in batch.notes:
                 if note.kind in ("error", "disconnected", "truncated", "rotated"):
@@ -172,7 +174,8 @@ class LogsScreen(Screen[None]):
             return
         self.store.add(lines)
         self.steps.feed(lines)
-        new_width = max(self._width, prefix_width(lines[:64]))
+        sources = {run.source: run for run in lines.runs}.values()
+        new_width = max(self._width, prefix_width(run.lines()[0] for run in sources))
         if not self.following:
             pass  # the view stays still; "f" brings it up to date
         elif self.filter_mode or new_width != self._width:
@@ -180,15 +183,22 @@ class LogsScreen(Screen[None]):
             self.rebuild()
         else:
             chosen = None if self.ranks is None else set(self.ranks)
-            fresh = [ln for ln in lines if chosen is None or rank_key(ln) in chosen]
+            fresh = LineRuns(r for r in lines.runs if chosen is None or r.source.key in chosen)
             self._append(fresh[-VIEW_LINES:])
         self._summary()
 
     # -- view ----------------------------------------------------------------------------
 
     @property
-    def view(self) -> RichLog:
-        return self.query_one("#log-view", RichLog)
+    def view(self) -> LazyLogView:
+        return self.query_one("#log-view", LazyLogView)
+
+    def _render_item(self, item: LogLine | Shown | Gap) -> Text:
+        return render_lines([item], width=self._width, search=self.search)[0]
+
+    def _measure_item(self, item: LogLine | Shown | Gap) -> int:
+        line = item.line if isinstance(item, Shown) else item
+        return self._width + 3 + (len(line.text) if isinstance(line, LogLine) else 24)
 
     def _append(self, lines: Sequence[LogLine]) -> None:
         if not lines:
@@ -201,21 +211,27 @@ class LogsScreen(Screen[None]):
             cut = len(self.shown) - VIEW_LINES
             self.shown = self.shown[cut:]
             self.matches = [m - cut for m in self.matches if m >= cut]
-        for text in render_lines(lines, width=self._width, search=self.search):
-            self.view.write(text, scroll_end=True)
+        self.view.add(lines, scroll_end=True)
 
-    def rebuild(self, focus: int | None = None) -> None:
-        """Render the view again from the store (ranks, search, filter mode, wrap)."""
+    def rebuild(self, focus_seq: int | None = None) -> None:
+        """Show the view again from the store (ranks, search, filter mode, wrap): the
+        newest ``VIEW_LINES`` items, or a window around line number ``focus_seq``. Only
+        those are taken from the store and only the rows on screen are rendered."""
         items: list[LogLine | Shown | Gap]
+        focus: int | None = None
         if self.filter_mode and self.search is not None:
-            items = list(self.store.filtered(self.search, CONTEXT_LINES, self.ranks))
+            found = self.store.filtered(self.search, CONTEXT_LINES, self.ranks, VIEW_LINES)
+            items = list(found[-VIEW_LINES:])
+        elif focus_seq is not None:
+            before = VIEW_LINES // 4
+            window, focus, _ = self.store.window(
+                focus_seq, before, VIEW_LINES - before, self.ranks
+            )
+            items = list(window)
         else:
-            items = list(self.store.lines(self.ranks))
-        if focus is not None and len(items) > VIEW_LINES:
-            start = max(0, min(focus - VIEW_LINES // 4, len(items) - VIEW_LINES))
-        else:
-            start = max(0, len(items) - VIEW_LINES)
-        self.shown = items[start : start + VIEW_LINES]
+            items = list(self.store.tail(VIEW_LINES, self.ranks))
+        self.shown = items
+        self.focus_index = focus
         self.matches = []
         if self.search is not None:
             for i, item in enumerate(self.shown):
@@ -223,12 +239,9 @@ class LogsScreen(Screen[None]):
                 if isinstance(line, LogLine) and self.search.search(line.text):
                     self.matches.append(i)
         view = self.view
-        view.clear()
-        texts = render_lines(self.shown, width=self._width, search=self.search)
-        for text in texts:
-            view.write(text, scroll_end=False)
+        view.show(self.shown, self._render_item, self._measure_item)
         if focus is not None:
-            self._scroll_view_to(focus - start)
+            self._scroll_view_to(focus)
         elif self.following:
             view.scroll_end(animate=False)
 
@@ -391,11 +404,9 @@ class LogsScreen(Screen[None]):
         self.filter_mode = False
         if self.ranks is not None and rank_key(error) not in self.ranks:
             self.ranks = None
-        items = self.store.lines(self.ranks)
-        index = next((i for i, ln in enumerate(items) if ln is error), len(items) - 1)
         self.following = False
-        self.rebuild(focus=index)
-        self.error_index = next(i for i, it in enumerate(self.shown) if it is error)
+        self.rebuild(focus_seq=self.store.first_error_seq)
+        self.error_index = self.focus_index
         self._summary()
 
     def action_wrap(self) -> None:
