@@ -12,7 +12,7 @@ from ui_fixtures import FROZEN_NOW, fixed_statuses, static_inventory
 from console.jobs.models import JobState
 from console.jobs.planner import plan
 from console.jobs.spec import make_spec
-from console.logs.models import LogLine
+from console.logs.models import LogBatch, LogLine
 from console.logs.steps import StepTracker
 from console.ui.app import DistConsoleApp
 from console.ui.job_control import JobRow
@@ -192,3 +192,23 @@ async def test_palette_reaches_jobs_and_launch_and_help_names_screens_plainly() 
         assert isinstance(app.screen, HelpScreen)
         scopes = {k.scope for k in app.screen.keys}
         assert "logs" in scopes and not any("job-7" in scope for scope in scopes)
+
+
+async def test_the_first_log_lines_show_with_their_prefix_not_as_reprs() -> None:
+    # "node0 r0" is exactly as wide as the view's starting prefix width: no rebuild came
+    # before these lines were appended.
+    app = make_app()
+    async with app.run_test(size=(140, 30)) as pilot:
+        plan_ = plan(make_spec(kind="ddp", program="example:ddp"), app.inventory, job_id="job-7")
+        logs = LogsScreen(plan_, clock=lambda: FROZEN_NOW, follow_hosts=False)
+        await app.push_screen(logs)
+        await pilot.pause()
+        lines = tuple(
+            LogLine("job-7", "node0", r, r, "stdout", f"rank {r} step 1/9", FROZEN_NOW)
+            for r in (0, 1)
+        )
+        logs.apply_batches([LogBatch("node0", lines, received=FROZEN_NOW)])
+        await pilot.pause()
+        rows = ["".join(s.text for s in logs.view.render_line(y)) for y in range(2)]
+        assert rows[0].startswith("node0 r0 │ rank 0 step 1/9"), rows
+        assert rows[1].startswith("node0 r1 │ rank 1 step 1/9"), rows

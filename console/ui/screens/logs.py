@@ -138,6 +138,9 @@ class LogsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#log-view", RichLog).focus()
+        # The view renders with this screen's prefixes from the first line on; lines that
+        # arrive before any rebuild (same prefix width) were shown as LogLine(...) reprs.
+        self.view.show([], self._render_item, self._measure_item)
         self.set_interval(1.0, self._refresh_steps)
         if self._follow_hosts:
             self._follow()
@@ -224,9 +227,7 @@ class LogsScreen(Screen[None]):
             items = list(found[-VIEW_LINES:])
         elif focus_seq is not None:
             before = VIEW_LINES // 4
-            window, focus, _ = self.store.window(
-                focus_seq, before, VIEW_LINES - before, self.ranks
-            )
+            window, focus, _ = self.store.window(focus_seq, before, VIEW_LINES - before, self.ranks)
             items = list(window)
         else:
             items = list(self.store.tail(VIEW_LINES, self.ranks))
