@@ -158,11 +158,19 @@ async def shoot_live(out: Path, args: argparse.Namespace) -> None:
             assert isinstance(form, LaunchScreen)
             form.query_one("#gpus_per_host", Input).value = str(args.gpus_per_host)
             form.query_one("#args", Input).value = f"--steps {args.steps} --sleep {args.sleep}"
-            form.query_one("#env", Input).value = "OMP_NUM_THREADS=1"
             form.query_one("#name", Input).value = "demo-ddp"
-            form.query_one("#name", Input).focus()
-            await until(pilot, lambda: form.spec is not None, 5, f"a valid form ({form.errors})")
-            await pilot.pause()
+            await until(
+                pilot,
+                lambda: form.spec is not None and form.spec.name == "demo-ddp",
+                5,
+                f"a valid form ({form.errors})",
+            )
+            assert form.spec is not None
+            previewed = form.job_id_for(form.spec)
+            # The top of the form (kind, hosts, GPUs, program, arguments) next to the preview.
+            form.query_one("#gpus_per_host", Input).focus()
+            form.query_one("#launch-form").scroll_home(animate=False)
+            await pilot.pause(0.3)
             save(app, out / "launch.svg")
 
             await pilot.press("enter")  # Enter in a field launches (pre-flight included)
@@ -172,6 +180,8 @@ async def shoot_live(out: Path, args: argparse.Namespace) -> None:
             await until(pilot, lambda: jobs.selected_id is not None, 10, "the job listed")
             job_id = jobs.selected_id
             assert job_id is not None and app.jobs is not None
+            if job_id != previewed:
+                raise SystemExit(f"screenshots: launched {job_id}, the preview showed {previewed}")
             world = args.hosts * args.gpus_per_host
             job = app.jobs.runner.jobs[job_id]
             await until(pilot, lambda: job.state is JobState.RUNNING, 60, "job running")
@@ -198,7 +208,14 @@ async def shoot_live(out: Path, args: argparse.Namespace) -> None:
             await until(
                 pilot, lambda: stepping_ranks(logs) == set(range(world)), 120, "every rank stepping"
             )
-            await pilot.pause(2)  # rates need a few steps
+            # Steps/s is measured between batches: the first batch alone gives none.
+            await until(
+                pilot,
+                lambda: all(r.steps_per_s is not None for r in logs.steps.ranks()),
+                90,
+                "a step rate for every rank",
+            )
+            await pilot.pause(1.2)  # the steps panel refreshes every second
             save(app, out / "logs.svg")
 
             await pilot.press("question_mark")
@@ -333,13 +350,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--gpus-per-host", type=positive_int, default=2, help="ranks per host (default 2)"
     )
     parser.add_argument(
-        "--steps", type=positive_int, default=300, help="steps of the example job (default 300)"
+        "--steps", type=positive_int, default=400, help="steps of the example job (default 400)"
     )
     parser.add_argument(
         "--sleep",
         type=non_negative_float,
         default=0.2,
-        help="seconds each step sleeps (default 0.2: the job runs about a minute)",
+        help="seconds each step sleeps (default 0.2: the job runs over a minute)",
     )
     parser.add_argument("--theme", default="distconsole-dark", help="console theme")
     return parser.parse_args(argv)
