@@ -50,6 +50,9 @@ class HostMonitor:
         status = connection.status
         self.view = HostView(self.host.name, status.state, status.reason)
         self.failed_once = False  # a start that produced no sample (for first-frame waits)
+        # A sampler's first line comes before CPU % and throughput can be read; its second
+        # line (0.1 s on) has them. The nvidia-smi loop has no host figures to wait for.
+        self.warm = False
         self.use_nvsmi_loop = False  # no python3 on the host
         self._wake = asyncio.Event()
         self._process: RemoteProcess | None = None
@@ -88,10 +91,11 @@ class HostMonitor:
 
     @property
     def settled(self) -> bool:
-        """Has something to show: a sample, a failure, or a host that is not coming up."""
+        """Has something to show: a sample with its host figures, a failure, or a host that
+        is not coming up."""
         v = self.view
         return (
-            v.sample is not None
+            (v.sample is not None and (self.warm or v.stale))
             or self.failed_once
             or v.state
             not in (
@@ -154,7 +158,7 @@ class HostMonitor:
             lines = process.lines()
             if self.use_nvsmi_loop:
                 async for sample in self._loop_samples(lines):
-                    got_sample = True
+                    got_sample = self.warm = True
                     self._accept(sample)
             else:
                 async for line in lines:
@@ -163,6 +167,7 @@ class HostMonitor:
                     except ValueError as exc:
                         error = str(exc)
                         continue
+                    self.warm = self.warm or got_sample  # a run's second line, or later
                     got_sample = True
                     self._accept(sample)
             exit_status = None
@@ -270,7 +275,8 @@ class ClusterMonitor:
         return {name: m.view for name, m in self.monitors.items()}
 
     async def first_frame(self, timeout: float | None = None) -> dict[str, HostView]:
-        """Wait until every host has a sample or is known not to give one (at most
+        """Wait until every host has a sample with its host figures (a sampler's second
+        line, 0.1 s after its first) or is known not to give one (at most
         ``timeout``, default: the pool's settle time plus a few intervals)."""
         await self.start()
         limit = self.pool.settle_timeout() + 3 * self.interval + 5 if timeout is None else timeout

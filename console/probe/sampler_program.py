@@ -1,8 +1,9 @@
 """The sampler: sent on stdin to ``python3 -u - INTERVAL MODE GPUS SEED`` on each host
 (INTERVAL 0: write one line and exit).
 
-One long-lived process per host writes one JSON line per interval; nothing is spawned
-per refresh on the console side. GPUs come from NVML (pynvml) when it initialises,
+One long-lived process per host writes one JSON line per interval (the first at once,
+without CPU % and throughput, the second 0.1 s later with them); nothing is spawned per
+refresh on the console side. GPUs come from NVML (pynvml) when it initialises,
 else from ``nvidia-smi --query-gpu ... -lms`` streamed by a reader thread (its raw CSV
 rows go to the console, whose tested parser reads them), else "no NVIDIA GPU". In
 ``simulated`` mode the GPUs come from :mod:`console.probe.simulated`, whose source is
@@ -18,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
-import shutil
-import subprocess
 import sys
-import threading
 import time
+
+# Imported where used: every host starts this program (a cluster of them at once), and
+# most never need nvidia-smi's subprocess/thread, or a user name (pwd).
+if False:  # for type checkers only, without importing typing on the host
+    import subprocess
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
     from console.probe.simulated import SimulatedGpus, job_of
@@ -36,6 +38,8 @@ QUERY_GPU = (
 )
 QUERY_APPS = "gpu_uuid,pid,process_name,used_gpu_memory"
 MIB = 1024.0 * 1024.0
+MIN_WINDOW_S = 0.05  # shortest window over which CPU % and throughput mean something
+WARMUP_S = 0.1  # from the first line (no CPU % yet) to the second (with it)
 
 
 def _try(fn, *args):  # type: ignore[no-untyped-def]
@@ -115,6 +119,8 @@ class NvsmiStream:
     """``nvidia-smi --query-gpu -lms``: nvidia-smi's own loop; the latest row per GPU."""
 
     def __init__(self, interval: float) -> None:
+        import threading
+
         self.interval = interval
         self.rows: dict[str, tuple[float, str]] = {}
         self.error: str | None = None
@@ -124,6 +130,9 @@ class NvsmiStream:
         self.start()
 
     def start(self) -> None:
+        import subprocess
+        import threading
+
         self.started = time.time()
         cmd = ["nvidia-smi", "--query-gpu=" + QUERY_GPU, "--format=csv,noheader,nounits"]
         cmd += ["-lms", str(max(100, int(self.interval * 1000)))]
@@ -169,6 +178,8 @@ class NvsmiStream:
             return [line for _, line in sorted(fresh)], self.error
 
     def apps(self) -> tuple[list[str], str | None]:
+        import subprocess
+
         cmd = ["nvidia-smi", "--query-compute-apps=" + QUERY_APPS, "--format=csv,noheader,nounits"]
         try:
             out = subprocess.run(
@@ -255,14 +266,13 @@ class HostFigures:
         if self.ps is not None:
             busy = self.ps.cpu_percent(None)
             # psutil compares with its previous call: over a few ms the figure is noise.
-            out["cpu_percent"] = busy if time.time() - self.cpu_since > 0.05 else None
-            self.cpu_since = time.time()
+            out["cpu_percent"] = busy if self._window() else None
             vm = self.ps.virtual_memory()
             out["memory_total_mib"] = vm.total / MIB
             out["memory_used_mib"] = (vm.total - vm.available) / MIB
         else:
             now = self._proc_cpu()
-            if now and self.last_cpu and now[0] > self.last_cpu[0]:
+            if now and self.last_cpu and now[0] > self.last_cpu[0] and self._window():
                 total, idle = now[0] - self.last_cpu[0], now[1] - self.last_cpu[1]
                 out["cpu_percent"] = round(100.0 * (total - idle) / total, 1)
             self.last_cpu = now
@@ -282,12 +292,16 @@ class HostFigures:
             out["load_1m"], out["load_5m"], out["load_15m"] = os.getloadavg()
         t, io = time.time(), self._io()
         t0, io0 = self.last_io
-        if io and io0 and t > t0:
+        if io and io0 and t - t0 > MIN_WINDOW_S:
             names = ("net_rx_bytes_s", "net_tx_bytes_s", "disk_read_bytes_s", "disk_write_bytes_s")
             for name, a, b in zip(names, io0, io):  # noqa: B905 (hosts may run Python < 3.10)
                 out[name] = max(0.0, (b - a) / (t - t0))
         self.last_io = (t, io)
+        self.cpu_since = time.time()
         return out
+
+    def _window(self) -> bool:
+        return time.time() - self.cpu_since > MIN_WINDOW_S
 
 
 class ProcessInfo:
@@ -309,6 +323,8 @@ class ProcessInfo:
     @staticmethod
     def _read(pid: int) -> dict[str, object]:
         info: dict[str, object] = {}
+        import pwd
+
         with contextlib.suppress(OSError, KeyError):
             info["user"] = pwd.getpwuid(os.stat(f"/proc/{pid}").st_uid).pw_name
         try:
@@ -342,13 +358,20 @@ def main(argv: list[str]) -> int:
             nvml, source = NvmlGpus(), "nvml"
         except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, ...
             gpu_error = f"NVML unavailable ({type(exc).__name__}: {exc})"
+        import shutil
+
         if nvml is None and shutil.which("nvidia-smi"):
             stream, source = NvsmiStream(interval), "nvidia-smi"
             stream.wait_first(min(5.0, interval * 3 + 1))
         elif nvml is None:
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
-    # CPU % and throughput are differences: give the first line a window worth reading.
-    time.sleep(max(0.0, 0.1 - (time.time() - host.cpu_since)))
+    if interval <= 0:
+        # One line only: CPU % and throughput are differences, give them a window.
+        time.sleep(max(0.0, 0.1 - (time.time() - host.cpu_since)))
+    # Streaming: the first line goes out at once (the console's first frame waits for
+    # it), its CPU % and rates not reported yet (a window of a few ms is noise); a second
+    # line follows after a short window with them, then one line per interval.
+    warming = interval > 0
     tick = time.time()
     while True:
         line: dict[str, object] = {"v": 1, "t": time.time(), "gpu_source": source}
@@ -381,6 +404,11 @@ def main(argv: list[str]) -> int:
             break  # the console is gone
         if interval <= 0 or os.getppid() != parent:
             break  # one-shot (interval 0), or the ssh session that started us ended
+        if warming:
+            warming = False
+            time.sleep(min(interval, WARMUP_S))
+            tick = time.time()
+            continue
         tick += interval
         delay = tick - time.time()
         if delay < 0:

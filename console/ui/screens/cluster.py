@@ -120,9 +120,11 @@ class ClusterScreen(Screen[None]):
 
     def _refresh_ages(self) -> None:
         # Down hosts say how long ago they were last seen; that text ages by itself.
+        # Only panels in view: an off-screen one catches up within a second of showing.
         for panel in self._panels.values():
-            if panel.view is not None and (not panel.view.up or panel.view.stale):
-                panel.watch_view(panel.view)
+            view = panel.view
+            if view is not None and (not view.up or view.stale) and panel.in_view():
+                panel.watch_view(view)
 
     # -- visibility ----------------------------------------------------------------------
 

@@ -10,8 +10,10 @@ from collections import deque
 from collections.abc import Callable
 
 from rich.text import Text
-from textual.geometry import Size
+from textual.dom import NoScreen
+from textual.geometry import Region, Size
 from textual.reactive import reactive
+from textual.strip import Strip
 from textual.theme import Theme
 from textual.widget import Widget
 
@@ -119,6 +121,7 @@ class HostPanel(Widget, can_focus=True):
         self.history: dict[int, deque[float | None]] = {}
         self._last_sample_time: float | None = None
         self._height = 1
+        self._paint_deferred = False
         # index -> (sample, sparkline, theme name, line): the line is reused while all match.
         self._rows: dict[int, tuple[GpuSample, str, str, Text]] = {}
         self.border_title = host.name
@@ -134,7 +137,31 @@ class HostPanel(Widget, can_focus=True):
                 self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(
                     gpu.utilization_gpu
                 )
-        self.view = view
+        if self.in_view():
+            self.view = view
+        else:
+            # Out of view: keep the data, paint when Textual next draws the panel (see
+            # render_lines). Refreshing an off-screen widget makes Textual re-arrange the
+            # whole screen, which at 64 hosts cost more than all the painting.
+            self.set_reactive(HostPanel.view, view)
+            self.watch_view(view)
+            self._paint_deferred = True
+
+    def in_view(self) -> bool:
+        """Was the panel on screen (in the scroll view, displayed) at the last update?"""
+        try:
+            # The compositor's own record; Textual's Widget reads it the same way.
+            return self in self.screen._compositor.visible_widgets
+        except NoScreen:
+            return False
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self._paint_deferred:
+            # Scrolled, filtered or switched into view since its data changed: the
+            # cached lines are old. refresh() drops them (and repaints once more).
+            self._paint_deferred = False
+            self.refresh()
+        return super().render_lines(crop)
 
     def watch_view(self, view: HostView | None) -> None:
         down = view is not None and (not view.up or view.stale)
