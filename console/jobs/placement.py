@@ -1,9 +1,9 @@
 """What every planner needs before it writes argv: the chosen hosts, their slots, job
 directories, addresses and the environment layers.
 
-Environment precedence (later wins): the planner's defaults (thread caps, NCCL/Gloo
-settings), the host's inventory ``env``, the user's ``--env``, then the values the job
-cannot run without (``DISTCONSOLE_*``, ``MASTER_ADDR``, ``TF_CONFIG``, ...).
+Environment precedence (later wins): the planner's defaults (PYTHONUNBUFFERED, thread
+caps, NCCL/Gloo settings), the host's inventory ``env``, the user's ``--env``, then the
+values the job cannot run without (``DISTCONSOLE_*``, ``MASTER_ADDR``, ``TF_CONFIG``, ...).
 """
 
 from __future__ import annotations
@@ -188,7 +188,9 @@ def job_env(
     fixed: Mapping[str, str],
 ) -> dict[str, str]:
     """The four environment layers merged, defaults first (see module docstring)."""
-    env: dict[str, str] = dict(defaults)
+    # Launchers (torchrun --tee, horovodrun) and most trainers are Python writing to a
+    # log file: block-buffered, a live log would trail training by minutes.
+    env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **defaults}
     env.update(placed.host.env)
     env.update(spec.env)
     env.update(fixed)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from console.errors import JobSpecError
 from console.inventory import Host
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
@@ -186,8 +187,24 @@ def horovodrun_argv(p: Placement, program: tuple[str, ...]) -> tuple[str, ...]:
     return (*argv, *program)
 
 
+def require_distinct_addresses(p: Placement) -> None:
+    """-H names hosts by address only: two inventory hosts on one address (containers
+    behind different ports, the demo's hosts) would silently become one machine."""
+    seen: dict[str, str] = {}
+    for h in p.hosts:
+        if h.address in seen:
+            raise JobSpecError(
+                "hosts",
+                f"{seen[h.address]} and {h.name} share the address {h.address}; "
+                f"{'horovodrun' if p.spec.kind is JobKind.HOROVOD else 'mpirun'} names hosts "
+                "by address (-H), so give each host its own address or ~/.ssh/config alias",
+            )
+        seen[h.address] = h.name
+
+
 def plan_mpi(p: Placement) -> JobPlan:
     spec = p.spec
+    require_distinct_addresses(p)
     launcher = p.first
     world_size = p.total_slots
     spr, dropped = step_split(spec.total_steps, world_size)

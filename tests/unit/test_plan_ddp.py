@@ -53,6 +53,7 @@ def test_two_hosts_exact_argv_env_and_logs() -> None:
         *("--log-dir", f"{J1}/torchrun", "--tee", "3", "train.py", "--lr", "0.1"),
     )
     assert first.env == {
+        "PYTHONUNBUFFERED": "1",
         "OMP_NUM_THREADS": "1",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         "HOSTVAR": "h0",
@@ -68,6 +69,7 @@ def test_two_hosts_exact_argv_env_and_logs() -> None:
     }
     # n1 has an interface in the inventory: NCCL and Gloo are pinned to it there.
     assert second.env == {
+        "PYTHONUNBUFFERED": "1",
         "OMP_NUM_THREADS": "1",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         "NCCL_SOCKET_IFNAME": "ib0",

@@ -54,13 +54,14 @@ def test_mpirun_exact_argv_env_and_rank_logs() -> None:
         "--bind-to", "none", "--output-filename", f"{JD}/ranks",
         "--mca", "btl_tcp_if_include", "eth1", "--mca", "oob_tcp_if_include", "eth1",
         "--mca", "plm_rsh_args", "-p 2022",
-        "-x", "PATH", "-x", "LD_LIBRARY_PATH",
+        "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "PYTHONUNBUFFERED",
         "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS", "-x", "MKL_NUM_THREADS",
         "-x", "NCCL_SOCKET_IFNAME", "-x", "HOSTVAR", "-x", "FOO",
         "-x", "DISTCONSOLE_JOB_ID", "-x", "DISTCONSOLE_JOB_DIR", "-x", "DISTCONSOLE_WORLD_SIZE",
         "python3", "train.py", "--epochs", "2",
     )  # fmt: skip
     assert launch.env == {
+        "PYTHONUNBUFFERED": "1",  # live logs: launchers and trainers write to files
         "OMP_NUM_THREADS": "4",  # the user's value wins over the cap
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -264,3 +265,19 @@ def test_hostile_argument_stays_one_argv_item() -> None:
 def test_differing_host_env_is_warned() -> None:
     p = plan(make_spec(kind="mpi", program="a.out"), inventory(), job_id=JOB)
     assert any("every rank gets the launcher's" in w for w in p.warnings)
+
+
+@pytest.mark.parametrize("kind", ["mpi", "horovod"])
+def test_two_hosts_on_one_address_are_refused_naming_hosts(kind: str) -> None:
+    inventory = Inventory(
+        path="hosts.yaml",
+        hosts=(
+            Host(name="c0", address="10.0.0.5", port=2022, gpus=1),
+            Host(name="c1", address="10.0.0.5", port=2023, gpus=1),
+        ),
+    )
+    spec = make_spec(kind=kind, program="train.py", total_steps=4)
+    with pytest.raises(JobSpecError) as err:
+        plan(spec, inventory, job_id=JOB)
+    assert err.value.field == "hosts"
+    assert "c0 and c1 share the address 10.0.0.5" in str(err.value)

@@ -46,6 +46,7 @@ def test_one_ps_two_workers_on_two_hosts() -> None:
     worker1 = p.launches[2]
     assert worker1.argv == ("python3", "trainer.py", "--steps", "4")
     assert worker1.env == {
+        "PYTHONUNBUFFERED": "1",
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
