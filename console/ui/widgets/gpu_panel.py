@@ -10,11 +10,14 @@ from collections import deque
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.content import Content
 from textual.dom import NoScreen
 from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.theme import Theme
+from textual.visual import Visual
 from textual.widget import Widget
 
 from console.inventory import Host
@@ -97,6 +100,10 @@ def host_figures(sample: HostSample) -> str:
     return "  ".join(parts)
 
 
+def line_of(text: str, style: str) -> Text:
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
 def one_line(text: str) -> str:
     """A line break inside a value would add a line the panel's height does not count."""
     return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
@@ -122,6 +129,9 @@ class HostPanel(Widget, can_focus=True):
         self._last_sample_time: float | None = None
         self._height = 1
         self._paint_deferred = False
+        self._lines: tuple[tuple[object, ...], list[Text]] | None = None
+        # y -> (line, width, style, strip): a strip is reused while all four match.
+        self._strips: dict[int, tuple[Text, int, VisualStyle, Strip]] = {}
         # index -> (sample, sparkline, theme name, line): the line is reused while all match.
         self._rows: dict[int, tuple[GpuSample, str, str, Text]] = {}
         self.border_title = host.name
@@ -229,30 +239,60 @@ class HostPanel(Widget, can_focus=True):
             self.border_subtitle = subtitle
 
     def render(self) -> Text:
-        view = self.view
+        text = Text("\n", no_wrap=True, overflow="ellipsis").join(self.lines())
+        text.no_wrap, text.overflow = True, "ellipsis"
+        return text
+
+    def lines(self) -> list[Text]:
+        """The panel's lines, kept until the view, the attention view or the theme changes."""
         theme = self.app.current_theme
+        key = (self.view, self.attention_only, theme.name)
+        if self._lines is None or self._lines[0] != key:
+            self._lines = (key, self._make_lines(theme))
+        return self._lines[1]
+
+    def _make_lines(self, theme: Theme) -> list[Text]:
+        view = self.view
         if view is None or view.sample is None:
             reason = one_line(view.reason) if view is not None else ""
             state = view.state.value if view is not None else "connecting"
             note = f"{state}: {reason}" if reason else f"{state}: waiting for the first sample"
-            return Text(note, style="dim")
+            return [Text(note, style="dim", no_wrap=True, overflow="ellipsis")]
         sample = view.sample
-        greyed = not view.up or view.stale
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(host_figures(sample), style="dim")
+        lines = [line_of(host_figures(sample), "dim")]
         gpus = sample.gpus
         if not gpus:
-            text.append("\n" + one_line(sample.gpu_error or "no NVIDIA GPU"), style="dim italic")
+            lines.append(line_of(one_line(sample.gpu_error or "no NVIDIA GPU"), "dim italic"))
         shown = self._shown(gpus)
-        for gpu in shown:
-            text.append("\n")
-            text.append_text(self._cached_gpu_line(gpu, theme))
+        lines.extend(self._cached_gpu_line(gpu, theme) for gpu in shown)
         if self.attention_only and gpus and not shown:
-            text.append("\nno GPU needs attention", style="dim italic")
-        text.append_text(self._process_lines(shown))
-        if greyed:
-            text.stylize("dim")
-        return text
+            lines.append(line_of("no GPU needs attention", "dim italic"))
+        lines.extend(self._process_lines(shown))
+        if not view.up or view.stale:
+            lines = [line.copy() for line in lines]  # GPU lines are shared with later paints
+            for line in lines:
+                line.stylize("dim")
+        return lines
+
+    def render_line(self, y: int) -> Strip:
+        """One content line, turned into a strip on its own and kept while it is the same
+        line object at the same width and style: a GPU line that did not change is not
+        formatted again, and no paint splits a whole panel's text into lines."""
+        if self.text_selection is not None:
+            return super().render_line(y)  # a mouse selection spans lines: Textual's way
+        width, style = self.size.width, self.visual_style
+        lines = self.lines()
+        if y >= len(lines):
+            return Strip.blank(width, style.rich_style)
+        line = lines[y]
+        kept = self._strips.get(y)
+        if kept is not None and kept[0] is line and kept[1] == width and kept[2] == style:
+            return kept[3]
+        content = Content.from_rich_text(line, console=self.app.console)
+        strips = Visual.to_strips(self, content, width, 1, style, apply_selection=False)
+        strip = strips[0] if strips else Strip.blank(width, style.rich_style)
+        self._strips[y] = (line, width, style, strip)
+        return strip
 
     def _cached_gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
         spark = sparkline(self.history.get(gpu.index, deque()))
@@ -294,18 +334,19 @@ class HostPanel(Widget, can_focus=True):
             line.append("  " + ", ".join(labels))
         return line
 
-    def _process_lines(self, gpus: list[GpuSample]) -> Text:
+    def _process_lines(self, gpus: list[GpuSample]) -> list[Text]:
         rows = [(g.index, p) for g in gpus for p in g.processes]
-        text = Text(no_wrap=True, overflow="ellipsis")
+        lines = []
         for index, p in rows[:MAX_PROCESS_LINES]:
             memory = (
                 NOT_REPORTED if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f}G"
             )
             owner = one_line(f"job {p.job} rank {p.rank}" if p.job else (p.user or ""))
             command = formatting.clip(p.command or "", 60)
-            text.append(f"\n   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", style="dim")
-            text.append(command, style="dim italic")
+            line = line_of(f"   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", "dim")
+            line.append(command, style="dim italic")
+            lines.append(line)
         if len(rows) > MAX_PROCESS_LINES:
             more = len(rows) - MAX_PROCESS_LINES
-            text.append(f"\n   +{more} more processes (Enter: host detail)", style="dim")
-        return text
+            lines.append(line_of(f"   +{more} more processes (Enter: host detail)", "dim"))
+        return lines
