@@ -33,6 +33,10 @@ from console.ui.log_render import prefix_width, render_lines
 from console.ui.widgets.log_view import LazyLogView
 
 VIEW_LINES = 5000
+# While following, at most this many of the newest lines of one update go to the view
+# (a screen shows ~50; at 100k+ lines/s building and searching every line for the view
+# would cost more than ingesting it); the rest is a gap row, and is in the store.
+FOLLOW_APPEND = 1000
 CONTEXT_LINES = 2
 STEP_COLUMNS = ("Rank", "Host", "Step", "Steps/s", "Samples/s", "Loss", "Lag", "")
 
@@ -123,6 +127,7 @@ class LogsScreen(Screen[None]):
         self.notes: list[str] = []
         self._follow_hosts = follow_hosts
         self._width = 8
+        self._step_cells: dict[str, tuple[Text, ...]] = {}  # what the steps table shows
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -178,7 +183,7 @@ class LogsScreen(Screen[None]):
         self.store.add(lines)
         self.steps.feed(lines)
         sources = {run.source: run for run in lines.runs}.values()
-        new_width = max(self._width, prefix_width(run.lines()[0] for run in sources))
+        new_width = max(self._width, prefix_width(run.source.line("", 0) for run in sources))
         if not self.following:
             pass  # the view stays still; "f" brings it up to date
         elif self.filter_mode or new_width != self._width:
@@ -187,7 +192,8 @@ class LogsScreen(Screen[None]):
         else:
             chosen = None if self.ranks is None else set(self.ranks)
             fresh = LineRuns(r for r in lines.runs if chosen is None or r.source.key in chosen)
-            self._append(fresh[-VIEW_LINES:])
+            skipped = max(0, len(fresh) - FOLLOW_APPEND)
+            self._append(fresh[skipped:], skipped)
         self._summary()
 
     # -- view ----------------------------------------------------------------------------
@@ -203,18 +209,21 @@ class LogsScreen(Screen[None]):
         line = item.line if isinstance(item, Shown) else item
         return self._width + 3 + (len(line.text) if isinstance(line, LogLine) else 24)
 
-    def _append(self, lines: Sequence[LogLine]) -> None:
+    def _append(self, lines: Sequence[LogLine], skipped: int = 0) -> None:
+        """Append to the view; ``skipped`` lines before these (a firehose) show as a gap
+        (they are in the store: pausing with ``f`` shows them)."""
         if not lines:
             return
-        start = len(self.shown)
-        self.shown.extend(lines)
+        items: list[LogLine | Shown | Gap] = [Gap(skipped), *lines] if skipped else list(lines)
+        start = len(self.shown) + (1 if skipped else 0)
+        self.shown.extend(items)
         if self.search is not None:
             self.matches += [start + i for i, ln in enumerate(lines) if self.search.search(ln.text)]
         if len(self.shown) > VIEW_LINES:
             cut = len(self.shown) - VIEW_LINES
             self.shown = self.shown[cut:]
             self.matches = [m - cut for m in self.matches if m >= cut]
-        self.view.add(lines, scroll_end=True)
+        self.view.add(items, scroll_end=True)
 
     def rebuild(self, focus_seq: int | None = None) -> None:
         """Show the view again from the store (ranks, search, filter mode, wrap): the
@@ -244,12 +253,12 @@ class LogsScreen(Screen[None]):
         if focus is not None:
             self._scroll_view_to(focus)
         elif self.following:
-            view.scroll_end(animate=False)
+            view.scroll_end(animate=False, immediate=True)
 
     def _scroll_view_to(self, index: int) -> None:
         view = self.view
         # RichLog renders one row per line without wrap; with wrap this lands near it.
-        view.scroll_to(y=max(0, index - 3), animate=False)
+        view.scroll_to(y=max(0, index - 3), animate=False, immediate=True)
 
     def shown_text(self) -> list[str]:
         out = []
@@ -280,19 +289,34 @@ class LogsScreen(Screen[None]):
         stalled = {s.key: s for s in find_stalls(ranks, self._clock(), self._gpu_util())}
         furthest = max((r.step or 0 for r in ranks), default=0)
         table = self.query_one("#steps-table", DataTable)
-        table.clear()
 
         def fig(value: Any, digits: int = 1) -> Text:
             return plain("" if value is None else f"{value:.{digits}f}")
 
+        rows = []
         for r in ranks:
             lag = furthest - r.step if r.step is not None else None
-            table.add_row(
+            rows.append((
                 plain(rank_label(r.key)), plain(r.host), plain("" if r.step is None else r.step),
                 fig(r.steps_per_s, 2), fig(r.samples_per_s), fig(r.loss, 4),
                 plain(lag or ""),
                 Text("stalled", style="bold red") if r.key in stalled else plain(""),
-            )  # fmt: skip
+            ))  # fmt: skip
+        labels = [row[0].plain for row in rows]
+        if labels != list(self._step_cells):
+            # Ranks came or went: rebuild. Otherwise only changed cells are updated, so
+            # the table neither re-measures nor re-renders rows that stayed the same.
+            table.clear()
+            for label, row in zip(labels, rows, strict=True):
+                table.add_row(*row, key=label)
+        else:
+            columns = list(table.columns)
+            for label, row in zip(labels, rows, strict=True):
+                old = self._step_cells[label]
+                for column, cell, before in zip(columns, row, old, strict=True):
+                    if cell != before:
+                        table.update_cell(label, column, cell)
+        self._step_cells = dict(zip(labels, rows, strict=True))
         self._progress = progress
         self._stalled = stalled
         self._summary()
@@ -323,7 +347,16 @@ class LogsScreen(Screen[None]):
             parts.append(f"matching only (±{CONTEXT_LINES})")
         if self.notes:
             parts.append(self.notes[-1])
-        self.query_one("#logs-summary", Static).update("  ·  ".join(parts))
+        text = "  ·  ".join(parts)
+        summary = self.query_one("#logs-summary", Static)
+        # Updated with every batch: a layout (the whole screen, steps table included) only
+        # when the line may wrap differently, else a repaint of this line alone.
+        width = max(1, summary.content_size.width)
+        old = getattr(self, "_summary_text", None)
+        same_rows = old is not None and len(old) // width == len(text) // width
+        if text != old:
+            summary.update(text, layout=not same_rows)
+            self._summary_text = text
 
     # -- actions -------------------------------------------------------------------------
 

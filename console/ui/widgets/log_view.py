@@ -32,7 +32,7 @@ class LazyLogView(RichLog):
         self.items: list[Any] = []
         self.renderer: Renderer = lambda item: Text(str(item))
         self.measure: Callable[[Any], int] = lambda item: len(str(item))
-        self._strips: LRUCache[int, Strip] = LRUCache(2048)
+        self._strips: LRUCache[tuple[int, int, int], Strip] = LRUCache(2048)
         self._first = 0  # number of the item at index 0 (items dropped from the front)
         self._widest = 0
 
@@ -55,13 +55,19 @@ class LazyLogView(RichLog):
             self._update_size()
 
     def add(self, items: Sequence[Any], *, scroll_end: bool) -> None:
-        """Append items at the bottom; the oldest fall out beyond ``max_lines``."""
+        """Append items at the bottom; the oldest fall out beyond ``max_lines``. With
+        ``scroll_end`` the view keeps to the bottom if it was there."""
         if not items:
             return
+        # Scrolled up to read: new lines must not pull the view back down.
+        scroll_end = scroll_end and self.scroll_offset.y >= self.max_scroll_y
         self.items.extend(items)
-        self._widest = max(self._widest, max(map(self.measure, items)))
+        # The newest rows are the ones on screen; measuring a burst's every line costs.
+        self._widest = max(self._widest, max(map(self.measure, items[-256:])))
         over = len(self.items) - self._limit
-        if over > self._limit // 4:  # trim in steps: a list copy per add would be O(n)
+        if over > 0:
+            # Exactly the limit: once full, the virtual size stays put, so an add is a
+            # repaint of this widget, not a layout of the screen.
             del self.items[:over]
             self._first += over
         if self.wrap:
@@ -70,7 +76,7 @@ class LazyLogView(RichLog):
             return
         self._update_size()
         if scroll_end:
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     @property
     def _limit(self) -> int:
@@ -102,15 +108,15 @@ class LazyLogView(RichLog):
         index = scroll_y + y
         if index >= len(self.items):
             return Strip.blank(width, self.rich_style)
-        key = self._first + index
+        key = (self._first + index, scroll_x, width)
         strip = self._strips.get(key)
         if strip is None:
             text = self.renderer(self.items[index])
             strip = Strip(list(text.render(self.app.console)))
+            strip = strip.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            strip = strip.apply_style(self.rich_style)
             self._strips[key] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style).apply_style(
-            self.rich_style
-        )
+        return strip
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
