@@ -32,151 +32,34 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from console.inventory import Host, Inventory, load  # noqa: E402
+from logs_parts import (  # noqa: E402
+    OnceChecker,
+    Timeline,
+    cpu_s,
+    peak_rss_mb,
+    rss_mb,
+    start_writers,
+)
+from logs_ui import KEYS, run_ui  # noqa: E402
+
+from console.inventory import Host, load  # noqa: E402
 from console.logs.buffer import LogStore  # noqa: E402
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts  # noqa: E402
-from console.logs.models import LogLine, as_runs  # noqa: E402
 from console.logs.prefixes import attribute, guess_context  # noqa: E402
 from console.logs.steps import StepTracker  # noqa: E402
 from console.transport import ClusterConnections, HostConnection  # noqa: E402
 from console.transport.local import LocalConnection  # noqa: E402
-
-WRITER = r"""
-import os, sys, time
-out, rank, start_at, duration, rate = sys.argv[1], int(sys.argv[2]), *map(float, sys.argv[3:6])
-f = open(os.path.join(out, "rank-%d.out" % rank), "ab", buffering=1 << 16)
-LINE = b"rank %d step %d loss 0.1234 samples/s 1234.5 lr 0.001 grad_norm 1.0\n"
-time.sleep(max(0.0, start_at - time.time()))
-start = time.monotonic()
-deadline, n = start + duration, 0
-while time.monotonic() < deadline:
-    for _ in range(50):
-        f.write(LINE % (rank, n))
-        n += 1
-    if rate:
-        f.flush()
-        ahead = n / rate - (time.monotonic() - start)
-        if ahead > 0:
-            time.sleep(ahead)
-f.close()
-print(n)
-"""
-LAUNCHER = r"""
-import json, subprocess, sys
-writer, out, ranks, start_at, duration, rate = sys.argv[1:7]
-procs = [subprocess.Popen([sys.executable, "-c", writer, out, str(r), start_at, duration, rate],
-                          stdout=subprocess.PIPE, text=True) for r in range(int(ranks))]
-print(json.dumps([int(p.communicate()[0]) for p in procs]))
-"""
-KEYS = ("f", "slash", "enter", "pageup", "pagedown", "m", "r", "escape")
-
-
-class OnceChecker:
-    """Every line of every rank exactly once, in order: per run, the first and last step
-    numbers must continue the rank's sequence (a run is consecutive lines of a file)."""
-
-    def __init__(self) -> None:
-        self.next: dict[Any, int] = {}
-        self.lines = 0
-        self.errors: list[str] = []
-
-    def feed(self, lines: Sequence[LogLine]) -> None:
-        for run in as_runs(lines):
-            key = run.source.key
-            head, _, rest = run.text.partition("\n")
-            last = rest[rest.rfind("\n") + 1 :] if rest else head
-            first_n, last_n = int(head.split(" ", 4)[3]), int(last.split(" ", 4)[3])
-            want = self.next.get(key, 0)
-            wrong = first_n != want or last_n != first_n + run.nlines - 1
-            if wrong and len(self.errors) < 5:
-                self.errors.append(f"rank {key}: got {first_n}..{last_n}, expected {want}")
-            self.next[key] = last_n + 1
-            self.lines += run.nlines
-
-    def ok(self, counts: list[int]) -> bool:
-        return not self.errors and all(self.next.get(r, 0) == n for r, n in enumerate(counts))
-
-
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-async def start_writers(
-    conn: HostConnection, out: str, args: argparse.Namespace, start_at: float
-) -> asyncio.Task[list[int]]:
-    await conn.run(["mkdir", "-p", out], timeout=30)
-
-    async def run() -> list[int]:
-        argv = ["python3", "-c", LAUNCHER, WRITER, out, str(args.ranks), str(start_at),
-                str(args.duration), str(args.rate / args.ranks)]  # fmt: skip
-        result = await conn.run(argv, timeout=args.duration + 300)
-        if not result.ok:
-            raise SystemExit(f"writers failed: {result.stderr[-2000:]}")
-        counts: list[int] = json.loads(result.stdout)
-        return counts
-
-    return asyncio.create_task(run())
-
-
-class Timeline:
-    """Ingest and CPU at the start and end of the writing window, then the drain."""
-
-    def __init__(self, args: argparse.Namespace, ingested: Callable[[], int]) -> None:
-        self.args = args
-        self.ingested = ingested
-        self.start_at = time.time() + 3.0  # writers (64 processes) start meanwhile
-        self.marks: dict[str, tuple[float, float, int]] = {}
-
-    def mark(self, name: str) -> None:
-        self.marks[name] = (time.monotonic(), cpu_s(), self.ingested())
-
-    async def window(self) -> None:
-        await asyncio.sleep(max(0.0, self.start_at - time.time()))
-        self.mark("start")
-        await asyncio.sleep(self.args.duration)
-        self.mark("stop")
-
-    async def drain(self, written: int) -> None:
-        deadline = time.monotonic() + self.args.drain
-        while self.ingested() < written and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        self.mark("drained")
-
-    def result(self, counts: list[int], checker: OnceChecker, baseline_mb: float) -> dict[str, Any]:
-        (t0, c0, n0), (t1, c1, n1), (t2, _c2, n2) = (
-            self.marks[k] for k in ("start", "stop", "drained")
-        )
-        written = sum(counts)
-        return {
-            "written": written, "while_writing": n1 - n0, "rate": (n1 - n0) / (t1 - t0),
-            "behind": written - n1, "catch_up": (n2 - n1) / max(t2 - t1, 1e-3),
-            "drain_s": t2 - t1, "total": n2, "once": checker.ok(counts) and n2 == written,
-            "errors": checker.errors, "cpu_pct": 100 * (c1 - c0) / (t1 - t0),
-            "peak_mb": peak_rss_mb(), "baseline_mb": baseline_mb,
-        }  # fmt: skip
 
 
 async def run_follower(conn: HostConnection, out: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -243,123 +126,6 @@ async def run_naive(conn: HostConnection, out: str, args: argparse.Namespace) ->
     result = timeline.result(counts, checker, baseline)
     result["kept"] = len(store)
     return result
-
-
-async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> dict[str, Any]:
-    from textual import events
-    from textual.widgets import Input
-
-    from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
-    from console.transport.base import HostState
-    from console.ui.app import DistConsoleApp
-    from console.ui.screens.logs import ChooseRanks, LogsScreen
-
-    host = inventory.hosts[0].name
-    checker = OnceChecker()
-
-    class FrameCountingApp(DistConsoleApp):
-        """Instrumentation only: the time every frame is ready for the terminal. Headless
-        Textual skips making terminal bytes; done here, as a real terminal costs it."""
-
-        frames: list[float] = []
-
-        def _display(self, screen: Any, renderable: Any) -> None:
-            if renderable is not None:
-                renderable.render_segments(self.console)
-                self.frames.append(time.perf_counter())
-            super()._display(screen, renderable)
-
-    class CheckedLogsScreen(LogsScreen):
-        def apply_batches(self, batches: Any) -> None:
-            for batch in batches:
-                checker.feed(batch.lines)
-            super().apply_batches(batches)
-
-    launches = tuple(
-        RankLaunch(host, "rank", r, (), {}, out, (LogFile(f"{out}/rank-{r}.out", "stdout",
-                   "rank", rank=r, local_rank=r),), (r,))
-        for r in range(args.ranks)
-    )  # fmt: skip
-    plan = JobPlan("bench", "bench", JobKind.DDP, args.ranks, launches, job_dirs={})
-    app = FrameCountingApp(inventory)
-    # Scrolls land at once instead of animating, so a key's effect is one frame.
-    app.animation_level = "none"
-    latencies: dict[str, list[float]] = {k: [] for k in KEYS}
-    async with app.run_test(size=(200, 50)) as pilot:
-        deadline = time.monotonic() + 30
-        while True:
-            pool = app.connections
-            if isinstance(pool, ClusterConnections) and pool[host].status.state is HostState.UP:
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit("the sshd host did not come up")
-            await pilot.pause(0.1)
-        conn = pool[host]
-        screen = CheckedLogsScreen(plan, clock=time.time, max_lines_per_rank=args.max_lines)
-        await app.push_screen(screen)
-        timeline = Timeline(args, lambda: screen.store.total_received)
-        baseline = rss_mb()
-        writers = await start_writers(conn, out, args, timeline.start_at)
-        box = screen.query_one("#log-search", Input)
-
-        async def key(name: str, char: str | None, shown: Callable[[], bool]) -> None:
-            started = last_unseen = time.perf_counter()
-            app.post_message(events.Key(name, char))
-            while not shown():
-                last_unseen = time.perf_counter()
-                if last_unseen - started > 10:
-                    raise SystemExit(
-                        f"key {name}: the screen never showed it (focused {app.focused},"
-                        f" view at {screen.view.scroll_offset}, following {screen.following},"
-                        f" max {screen.view.max_scroll_y} size {screen.view.size}"
-                        f" virtual {screen.view.virtual_size} screen {app.screen})"
-                        f" target {screen.view.scroll_target_y} anim {app.animator._animations}"
-                        f" level {app.animation_level} frames {len(app.frames)}"
-                    )
-                await asyncio.sleep(0.001)
-            # The first frame painted after the change (not one painted before it).
-            while not app.frames or app.frames[-1] < last_unseen:
-                await asyncio.sleep(0.001)
-            frame = next(t for t in app.frames if t >= last_unseen)
-            latencies[name].append(1000 * (frame - started))
-
-        async def keys_round(i: int) -> None:
-            view = screen.view
-            await key("f", "f", lambda: not screen.following)
-            await key("f", "f", lambda: screen.following)
-            await key("slash", "/", lambda: box.has_class("-open") and box.has_focus)
-            pattern = f"{i % 10}1 loss"  # every 100th line of each rank
-            for ch in pattern:
-                app.post_message(events.Key("space" if ch == " " else ch, ch))
-            while box.value != pattern:
-                await asyncio.sleep(0.001)
-            searched = lambda: bool(screen.search and screen.search.pattern == pattern)  # noqa: E731
-            await key("enter", "\r", searched)
-            y = view.scroll_offset.y
-            if y > 0:
-                await key("pageup", None, lambda: view.scroll_offset.y < y)
-            else:
-                await key("pagedown", None, lambda: view.scroll_offset.y > y)
-            await key("m", "m", lambda: screen.filter_mode)
-            await key("m", "m", lambda: not screen.filter_mode)
-            await key("r", "r", lambda: isinstance(app.screen, ChooseRanks))
-            await key("escape", "\x1b", lambda: app.screen is screen)
-            await key("f", "f", lambda: screen.following)
-
-        window = asyncio.create_task(timeline.window())
-        await asyncio.sleep(max(0.0, timeline.start_at - time.time()) + 1.0)
-        rounds = 0
-        while not window.done():
-            await keys_round(rounds)
-            rounds += 1
-        counts = await writers
-        await timeline.drain(sum(counts))
-        result = timeline.result(counts, checker, baseline)
-        result["kept"] = len(screen.store)
-        result["latency_ms"] = latencies
-        result["rounds"] = rounds
-    return result
-
 
 def run_decode(args: argparse.Namespace) -> dict[str, Any]:
     """The console side alone, in process: frames as the real follower program writes
