@@ -4,7 +4,8 @@ Two sources, combined per file:
 - the file itself (``LogFile`` metadata from the plan, or, for files found by listing
   the job directory, its place in the layout of ``console/jobs/paths.py``);
 - the prefix a launcher puts on a combined stream: Open MPI ``--tag-output``
-  (``[1,0]<stdout>:``), torchrun ``--tee`` (``[default0]:``, role + LOCAL rank) and
+  (``[1,0]<stdout>:``), horovodrun (``[1]<stdout>:``, also inside each rank's own
+  ``--output-filename`` file), torchrun ``--tee`` (``[default0]:``, role + LOCAL rank) and
   torch's error output (``[rank0]: ``, GLOBAL rank). The prefix is removed from the text.
 """
 
@@ -21,11 +22,13 @@ from console.logs.models import LineRun, LineSource, LogLine, run_of_texts, runs
 _PREFIX = re.compile(
     r"\[(?:"
     r"(?P<mjob>\d+),(?P<mrank>\d+)\]<(?P<mstream>stdout|stderr|stddiag)>:"  # mpirun
+    r"|(?P<hrank>\d+)\]<(?P<hstream>stdout|stderr)>:"  # horovodrun
     r"|rank(?P<grank>\d+)\]: ?"  # torch, global rank
     r"|(?P<role>[A-Za-z_][A-Za-z_-]*?)(?P<lrank>\d+)\]:"  # torchrun --tee, role+local
     r")"
 )
 
+_HOROVOD_TAG = re.compile(r"^\[\d+\]<(?:stdout|stderr)>:", re.M)
 _MPI_TAG = re.compile(r"\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")
 _RANK_PREFIX = re.compile(r"\[rank(?P<grank>\d+)\]: ?")
 _TORCHRUN_FILE = re.compile(r"/attempt_\d+/(?P<local>\d+)/(?P<stream>stdout|stderr)\.log$")
@@ -173,6 +176,9 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
                     "stderr" if mstream == "stderr" else "stdout", rest, received, "rank",
                 )
             )
+        elif m["hrank"] is not None:
+            hstream = m["hstream"]
+            append(LogLine(job, host, int(m["hrank"]), None, hstream, rest, received, "rank"))
         elif m["grank"] is not None:
             grank = int(m["grank"])
             local = None
@@ -204,6 +210,9 @@ class FileAttribution:
         self._sources: dict[tuple[object, ...], LineSource] = {}
 
     def runs(self, text: str, received: float) -> list[LineRun]:
+        if self.ctx.attributed and text.startswith("[") and _HOROVOD_TAG.match(text):
+            # horovodrun tags every line of a rank's own file with that rank's prefix
+            text = _HOROVOD_TAG.sub("", text)
         chunk = runs_of_text(self.source, received, text)
         if self.ctx.attributed or not chunk:
             return chunk

@@ -14,7 +14,13 @@ import pytest
 
 from console.jobs.models import LogFile, RankLaunch, Stream
 from console.logs.models import rank_key
-from console.logs.prefixes import FileContext, attribute, context_for, guess_context
+from console.logs.prefixes import (
+    FileAttribution,
+    FileContext,
+    attribute,
+    context_for,
+    guess_context,
+)
 from console.logs.steps import StepTracker
 
 VENV_BIN = Path(sys.executable).parent
@@ -186,3 +192,59 @@ def test_prefix_lookalikes_are_left_alone() -> None:
     lines = attribute(ctx, ["[INFO] started", "[1,x]<stdout>:no", "[12]: list"], 0.0)
     assert [line.text for line in lines] == ["[INFO] started", "[1,x]<stdout>:no", "[12]: list"]
     assert all(line.rank is None for line in lines)
+
+
+@pytest.fixture(scope="module")
+def horovodrun_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The bundled Horovod example under a real ``horovodrun --gloo -np 2``: the
+    launcher's combined stdout and the ``--output-filename`` directory of rank files."""
+    horovodrun = VENV_BIN / "horovodrun"
+    if not horovodrun.exists():
+        pytest.skip("horovod is not installed (scripts/build-horovod.sh builds it)")
+    from console.examples import example_source
+
+    work = tmp_path_factory.mktemp("horovodrun")
+    (work / "hvd.py").write_bytes(example_source("horovod_train.py"))
+    env = dict(os.environ, OMP_NUM_THREADS="1", DISTCONSOLE_STEPS_PER_RANK="3")
+    env["PATH"] = f"{VENV_BIN}:{env['PATH']}"
+    proc = subprocess.run(
+        [str(horovodrun), "--gloo", "-np", "2", "-H", "localhost:2",
+         "--output-filename", str(work / "ranks"), sys.executable, "hvd.py"],
+        cwd=work, capture_output=True, text=True, timeout=180, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, work / "ranks"
+
+
+@pytest.mark.horovod
+def test_horovodrun_launcher_output_gives_ranks_and_per_gpu_steps(
+    horovodrun_output: tuple[str, Path],
+) -> None:
+    stdout, _ranks = horovodrun_output
+    ctx = guess_context("job1", "node0", "/j/launcher-0.out")
+    lines = attribute(ctx, stdout.splitlines(), 5.0)
+    steps = [line for line in lines if " step " in line.text]
+    assert {line.rank for line in steps} == {0, 1}
+    assert all(line.text.startswith(f"rank {line.rank} step") for line in steps)
+    tracker = StepTracker()
+    tracker.feed(lines)
+    job = tracker.job()
+    # Horovod counts steps per GPU: each of the 2 ranks ran its 3-step share.
+    assert (job.rank0_step, job.sum_steps) == (3, 6)
+
+
+@pytest.mark.horovod
+def test_horovodrun_rank_files_lose_their_tag(horovodrun_output: tuple[str, Path]) -> None:
+    _stdout, ranks = horovodrun_output
+    path = ranks / "rank.1" / "stdout"
+    raw = path.read_text()
+    assert raw.startswith("[1]<stdout>:")  # what horovodrun really writes
+    attribution = FileAttribution(guess_context("job1", "node0", str(path)))
+    runs = attribution.runs(raw, 5.0)
+    texts = [t for run in runs for t in run.texts()]
+    assert texts and all(not t.startswith("[") for t in texts if t)
+    assert "rank 1 step 3/3" in " ".join(texts)
+    tracker = StepTracker()
+    tracker.feed(line for run in runs for line in run.lines())
+    rank1 = tracker.rank(1)
+    assert rank1 is not None and rank1.step == 3
