@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from gpu_standin import readable_standin_dir
 from sshd_cluster import SETUP_LINE, SshdCluster
 
 from console.inventory import load
@@ -30,7 +31,7 @@ from console.transport.pool import ClusterConnections
 
 pytestmark = pytest.mark.sshd
 
-STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
+STANDIN_DIR = readable_standin_dir()
 STANDIN_SETUP = f"{SETUP_LINE} && export PATH={STANDIN_DIR}:$PATH"
 H200_PIDS = [10291, 10293, 10309]
 

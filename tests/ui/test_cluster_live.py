@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpu_standin import readable_standin_dir
 from sshd_cluster import SETUP_LINE, SshdCluster
 from textual.pilot import Pilot
 from textual.widgets import DataTable
@@ -25,7 +26,7 @@ from console.ui.widgets.gpu_panel import HostPanel
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(150)]
 
-STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
+STANDIN_DIR = readable_standin_dir()
 STANDIN_SETUP = f"{SETUP_LINE} && export PATH={STANDIN_DIR}:$PATH"
 
 
