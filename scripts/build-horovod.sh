@@ -15,6 +15,9 @@ if "$PY" -c "import horovod.torch" >/dev/null 2>&1; then
   exit 0
 fi
 mkdir -p "$CACHE"
+# horovod's setup.py and horovodrun need these; with --no-build-isolation they must be
+# in the venv before the build.
+"$PY" -m pip install -q setuptools wheel packaging cffi cloudpickle psutil pyyaml
 wheel=$(ls "$CACHE"/horovod-"$VERSION"-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
   work=$(mktemp -d)
@@ -32,5 +35,4 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$CACHE"/horovod-"$VERSION"-*.whl | head -n 1)
 fi
 "$PY" -m pip install -q --no-deps "$wheel"
-"$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
 "$VENV/bin/horovodrun" --check-build

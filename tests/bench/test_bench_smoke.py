@@ -1,0 +1,43 @@
+"""Every benchmark still runs and prints its table (tiny sizes; no timing is asserted).
+
+The figures themselves are for people (see bench/README.md); this only keeps the
+scripts from rotting as the code under them changes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+RUNS = {
+    "connect": (["--hosts", "2", "--repeat", "1"], "ratio"),
+    "monitor": (["--hosts", "2", "--duration", "2"], "first frame"),
+    "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
+    "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
+    "logs": (
+        ["--duration", "1", "--ranks", "4", "--rate", "2000", "--repeat", "1",
+         "--modes", "decode,follower,naive"],
+        "lines/s",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_benchmark_runs_and_prints_its_table(name: str) -> None:
+    if name == "logs" and os.geteuid() != 0:
+        pytest.skip("bench/logs.py starts its own sshd host, which needs root")
+    args, heading = RUNS[name]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert heading in proc.stdout.lower(), proc.stdout[-2000:]
