@@ -30,10 +30,7 @@ import argparse
 import asyncio
 import json
 import os
-import resource
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -43,16 +40,22 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from monitor import GPUS_PER_HOST, _host_counts, _positive, serve
+from common import (
+    GPUS_PER_HOST,
+    cpu_s,
+    demo_cluster,
+    demo_host_counts,
+    fmt,
+    gpu_inventory,
+    peak_rss_mib,
+    positive_float,
+    print_header,
+    run_json,
+)
 
-from console.inventory import Inventory, load
+from console.inventory import Inventory
 
 WARMUP_S = 3.0
-
-
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -63,12 +66,6 @@ def _size(text: str) -> tuple[int, int]:
     if width < 40 or height < 10:
         raise argparse.ArgumentTypeError(f"at least 40x10, got {text!r}")
     return width, height
-
-
-def _inventory(path: Path, count: int) -> Inventory:
-    inventory = load(path)
-    hosts = tuple(h.model_copy(update={"gpus": GPUS_PER_HOST}) for h in inventory.hosts[:count])
-    return inventory.model_copy(update={"hosts": hosts})
 
 
 def _tree_cpu_s(pid: int) -> float:
@@ -164,7 +161,7 @@ async def run_worker(
 ) -> dict[str, Any]:
     from console.ui.app import DistConsoleApp
 
-    cpu_start, hosts_start = _cpu_s(), _tree_cpu_s(server_pid)
+    cpu_start, hosts_start = cpu_s(), _tree_cpu_s(server_pid)
     started = time.perf_counter()
     app = DistConsoleApp(inventory)
     screen = app.cluster_screen
@@ -206,17 +203,17 @@ async def run_worker(
         result["first_frame_s"] = (await first) - started if first.done() else None
         # CPU seconds spent until then: the console's own, and the hosts' (SSH servers and
         # starting samplers, which on a real cluster run on the hosts' own CPUs).
-        result["first_console_cpu_s"] = _cpu_s() - cpu_start
+        result["first_console_cpu_s"] = cpu_s() - cpu_start
         result["first_hosts_cpu_s"] = _tree_cpu_s(server_pid) - hosts_start
 
         await asyncio.sleep(WARMUP_S)
         probe.apply_ms.clear()
         probe.paint_ms.clear()
-        updates0, cpu0, host0 = probe.updates, _cpu_s(), _tree_cpu_s(server_pid)
+        updates0, cpu0, host0 = probe.updates, cpu_s(), _tree_cpu_s(server_pid)
         t0 = time.perf_counter()
         await asyncio.sleep(duration)
         elapsed = time.perf_counter() - t0
-        result["cpu_percent"] = 100 * (_cpu_s() - cpu0) / elapsed
+        result["cpu_percent"] = 100 * (cpu_s() - cpu0) / elapsed
         result["hosts_cpu_percent"] = 100 * (_tree_cpu_s(server_pid) - host0) / elapsed
         result["updates_per_s"] = (probe.updates - updates0) / elapsed
         result["batches"] = len(probe.apply_ms)
@@ -253,13 +250,13 @@ async def run_worker(
             await _key_latency(app, probe, "escape", None, lambda: screen.query_text == "")
         result["attention_ms"] = attention
         result["typing_ms"] = typing
-        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        result["peak_rss_mib"] = peak_rss_mib()
         await pilot.pause()
     return result
 
 
 def worker(args: argparse.Namespace) -> int:
-    inventory = _inventory(Path(args.inventory), args.count)
+    inventory = gpu_inventory(Path(args.inventory), args.count)
     result = asyncio.run(run_worker(inventory, args.size, args.duration, args.server_pid))
     print(json.dumps(result))
     return 0
@@ -271,15 +268,7 @@ def measure(
     cmd = [sys.executable, __file__, "--worker", "--inventory", str(inventory)]
     cmd += ["--count", str(count), "--duration", f"{duration:g}", "--size", "{}x{}".format(*size)]
     cmd += ["--server-pid", str(server_pid)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 240)
-    if done.returncode != 0:
-        raise SystemExit(f"worker failed:\n{done.stderr[-3000:]}")
-    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return out
-
-
-def _f(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    return run_json(cmd, "worker", timeout=duration + 240)
 
 
 def _med(values: Sequence[float]) -> float | None:
@@ -292,8 +281,8 @@ def _mx(values: Sequence[float]) -> float | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=_host_counts, default=[8, 32, 64])
-    parser.add_argument("--duration", type=_positive, default=20.0, help="steady seconds")
+    parser.add_argument("--hosts", type=demo_host_counts, default=[8, 32, 64])
+    parser.add_argument("--duration", type=positive_float, default=20.0, help="steady seconds")
     parser.add_argument("--size", type=_size, default=(200, 60), help="terminal, WxH")
     parser.add_argument("--repeat", type=int, default=1, help="runs per N (median shown)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -306,8 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.repeat < 1:
         parser.error("--repeat: must be at least 1")
 
-    proc, inventory = serve(max(args.hosts))
-    try:
+    with demo_cluster(max(args.hosts), "bench/cluster_ui.py") as (proc, inventory):
         load1, load5, _ = os.getloadavg()
         print(
             f"cluster screen bench: {max(args.hosts)} demo hosts served by pid {proc.pid}, "
@@ -324,12 +312,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for count in args.hosts
         }
         _print_tables(results)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
     return 0
 
 
@@ -344,11 +326,10 @@ def _print_tables(results: dict[int, list[dict[str, Any]]]) -> None:
         f"{'1st sample':>10}  {'all sampled':>11}  {'first frame':>11}  "
         f"{'CPU s: console':>14}  {'hosts':>5}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for count, runs in results.items():
         cells = [
-            _f(med(runs, k), ".2f")
+            fmt(med(runs, k), ".2f")
             for k in (
                 "app_s", "first_up_s", "connected_s", "first_data_s", "data_s", "first_frame_s",
                 "first_console_cpu_s", "first_hosts_cpu_s",
@@ -368,21 +349,20 @@ def _print_tables(results: dict[int, list[dict[str, Any]]]) -> None:
         f"{'hosts':>5}  {'console CPU':>11}  {'apply ms med':>12}  {'paint ms med/max':>16}  "
         f"{'peak RSS':>8}  {'key a med/max':>13}  {'typing med/max':>14}  {'hosts CPU':>9}"
     )
-    print(header)
-    print("-" * len(header))
+    print_header(header)
     for count, runs in results.items():
         paint = [p for r in runs for p in r["paint_ms"]]
         apply = [a for r in runs for a in r["apply_ms"]]
         keys = [x for r in runs for x in r["attention_ms"]]
         typing = [x for r in runs for x in r["typing_ms"]]
         print(
-            f"{count:>5}  {_f(med(runs, 'cpu_percent'), '.1f'):>9} %  "
-            f"{_f(_med(apply), '.2f'):>12}  "
-            f"{_f(_med(paint), '.1f'):>7}/{_f(_mx(paint), '.0f'):<5} ms  "
-            f"{_f(med(runs, 'peak_rss_mib'), '.0f'):>4} MiB  "
-            f"{_f(_med(keys), '.0f'):>5}/{_f(_mx(keys), '.0f'):<4} ms  "
-            f"{_f(_med(typing), '.0f'):>6}/{_f(_mx(typing), '.0f'):<4} ms  "
-            f"{_f(med(runs, 'hosts_cpu_percent'), '.0f'):>7} %"
+            f"{count:>5}  {fmt(med(runs, 'cpu_percent'), '.1f'):>9} %  "
+            f"{fmt(_med(apply), '.2f'):>12}  "
+            f"{fmt(_med(paint), '.1f'):>7}/{fmt(_mx(paint), '.0f'):<5} ms  "
+            f"{fmt(med(runs, 'peak_rss_mib'), '.0f'):>4} MiB  "
+            f"{fmt(_med(keys), '.0f'):>5}/{fmt(_mx(keys), '.0f'):<4} ms  "
+            f"{fmt(_med(typing), '.0f'):>6}/{fmt(_mx(typing), '.0f'):<4} ms  "
+            f"{fmt(med(runs, 'hosts_cpu_percent'), '.0f'):>7} %"
         )
     print(
         "apply: handing one batch of host views to the screen; paint: one screen update "

@@ -19,43 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import select
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import asyncssh
+from common import demo_cluster, demo_host_counts, positive_int
 
 from console.inventory import Host, load
 from console.transport.base import HostState
-from console.transport.demo import MAX_DEMO_HOSTS
 from console.transport.pool import ClusterConnections
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _host_counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list like 8,32,64: {text!r}") from None
-    if not counts or any(not 1 <= n <= MAX_DEMO_HOSTS for n in counts):
-        raise argparse.ArgumentTypeError(f"each count must be between 1 and {MAX_DEMO_HOSTS}")
-    return counts
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _connect_options(host: Host) -> dict[str, object]:
@@ -120,31 +94,13 @@ async def measure(
     )
 
 
-def serve(count: int) -> tuple[subprocess.Popen[str], Path]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(count)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 120)
-    line = proc.stdout.readline().strip() if ready else ""
-    if not line:
-        proc.kill()
-        proc.wait()
-        raise SystemExit("bench/connect.py: the demo cluster did not start")
-    return proc, Path(line)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--hosts", type=_host_counts, default=[8, 32, 64], metavar="N,N,..")
-    parser.add_argument("--repeat", type=_positive, default=3, metavar="R")
-    parser.add_argument("--max-parallel", type=_positive, default=32, metavar="M")
+    parser.add_argument("--hosts", type=demo_host_counts, default=[8, 32, 64], metavar="N,N,..")
+    parser.add_argument("--repeat", type=positive_int, default=3, metavar="R")
+    parser.add_argument("--max-parallel", type=positive_int, default=32, metavar="M")
     args = parser.parse_args(argv)
-    proc, inventory_path = serve(max(args.hosts))
-    try:
+    with demo_cluster(max(args.hosts), "bench/connect.py") as (proc, inventory_path):
         hosts = load(inventory_path).hosts
         print(
             f"connect bench: demo hosts served by pid {proc.pid} on 127.0.0.1; "
@@ -152,9 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{os.cpu_count()} CPUs"
         )
         asyncio.run(measure(hosts, args.hosts, args.repeat, args.max_parallel))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
     return 0
 
 

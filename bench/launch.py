@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import select
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
+from common import demo_cluster, host_counts, positive_int
 
 from console.inventory import Host, Inventory, load
 from console.jobs import paths
@@ -43,30 +42,11 @@ from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
 from console.jobs.runner import JobRunner
 from console.transport.pool import ClusterConnections
 
-REPO = Path(__file__).resolve().parents[1]
 TARGET_START_S = 1.0
 TARGET_STOP_S = 3.0
 WAIT_LIMIT_S = 60.0
 
-
-def _host_counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list like 2,8,16: {text!r}") from None
-    if not counts or any(not 1 <= n <= 64 for n in counts):
-        raise argparse.ArgumentTypeError("each count must be between 1 and 64")
-    return counts
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+_host_counts = host_counts("2,8,16", 64)
 
 
 def trivial_plan(hosts: Sequence[Host], job_id: str) -> JobPlan:
@@ -216,30 +196,12 @@ async def measure(inventory: Inventory, counts: Sequence[int], repeat: int, data
         await pool.close()
 
 
-def serve(count: int) -> tuple[subprocess.Popen[str], Path]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(count)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 120)
-    line = proc.stdout.readline().strip() if ready else ""
-    if not line:
-        proc.kill()
-        proc.wait()
-        raise SystemExit("bench/launch.py: the demo cluster did not start")
-    return proc, Path(line)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--hosts", type=_host_counts, default=[2, 8, 16], metavar="N,N,..")
-    parser.add_argument("--repeat", type=_positive, default=3, metavar="R")
+    parser.add_argument("--repeat", type=positive_int, default=3, metavar="R")
     args = parser.parse_args(argv)
-    proc, inventory_path = serve(max(args.hosts))
-    try:
+    with demo_cluster(max(args.hosts), "bench/launch.py") as (proc, inventory_path):
         inventory = load(inventory_path)
         print(
             f"launch bench: {max(args.hosts)} demo hosts served by pid {proc.pid} on 127.0.0.1; "
@@ -247,9 +209,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         with tempfile.TemporaryDirectory() as data:
             asyncio.run(measure(inventory, args.hosts, args.repeat, Path(data)))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
     return 0
 
 

@@ -43,14 +43,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from logs_parts import (  # noqa: E402
-    OnceChecker,
-    Timeline,
-    cpu_s,
-    peak_rss_mb,
-    rss_mb,
-    start_writers,
-)
+from common import cpu_s, peak_rss_mib, rss_mb, run_json  # noqa: E402
+from logs_parts import OnceChecker, Timeline, start_writers  # noqa: E402
 from logs_ui import KEYS, run_ui  # noqa: E402
 
 from console.inventory import Host, load  # noqa: E402
@@ -169,7 +163,7 @@ def run_decode(args: argparse.Namespace) -> dict[str, Any]:
         "written": total, "while_writing": total, "rate": total / elapsed, "behind": 0,
         "catch_up": total / elapsed, "drain_s": 0.0, "total": store.total_received,
         "once": checker.ok([total // args.ranks] * args.ranks), "errors": checker.errors,
-        "cpu_pct": 100 * cpu / elapsed, "peak_mb": peak_rss_mb(), "baseline_mb": baseline,
+        "cpu_pct": 100 * cpu / elapsed, "peak_mb": peak_rss_mib(), "baseline_mb": baseline,
         "kept": len(store), "bytes": len(raw),
     }  # fmt: skip
 
@@ -197,14 +191,13 @@ def run_child(
 ) -> dict[str, Any]:
     out = f"{home}/bench-logs-{mode}-{index}"
     load_before = os.getloadavg()[0]
-    proc = subprocess.run(
-        [sys.executable, __file__, *argv, "--child", mode, "--inventory", str(inventory),
-         "--dir", out], capture_output=True, text=True,
-    )  # fmt: skip
-    subprocess.run(["rm", "-rf", out], check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"{mode} run failed:\n{proc.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        result = run_json(
+            [sys.executable, __file__, *argv, "--child", mode, "--inventory", str(inventory),
+             "--dir", out], f"{mode} run",
+        )  # fmt: skip
+    finally:
+        subprocess.run(["rm", "-rf", out], check=False)
     result["load"] = (load_before, os.getloadavg()[0])
     return result
 

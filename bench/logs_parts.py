@@ -1,16 +1,16 @@
 """Pieces bench/logs.py shares between its modes: the writers it starts on the host,
-the exactly-once check, the timeline of a run, CPU and memory readings."""
+the exactly-once check, the timeline of a run (CPU and memory readings: common.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import os
-import resource
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from common import cpu_s, peak_rss_mib
 
 from console.logs.models import LogLine, as_runs
 from console.transport import HostConnection
@@ -68,20 +68,6 @@ class OnceChecker:
         return not self.errors and all(self.next.get(r, 0) == n for r, n in enumerate(counts))
 
 
-def cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 async def start_writers(
     conn: HostConnection, out: str, args: argparse.Namespace, start_at: float
 ) -> asyncio.Task[list[int]]:
@@ -133,5 +119,5 @@ class Timeline:
             "behind": written - n1, "catch_up": (n2 - n1) / max(t2 - t1, 1e-3),
             "drain_s": t2 - t1, "total": n2, "once": checker.ok(counts) and n2 == written,
             "errors": checker.errors, "cpu_pct": 100 * (c1 - c0) / (t1 - t0),
-            "peak_mb": peak_rss_mb(), "baseline_mb": baseline_mb,
+            "peak_mb": peak_rss_mib(), "baseline_mb": baseline_mb,
         }  # fmt: skip

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from logs_parts import OnceChecker, Timeline, rss_mb, start_writers
+from common import rss_mb
+from logs_parts import OnceChecker, Timeline, start_writers
 
 from console.inventory import Inventory
 from console.transport import ClusterConnections

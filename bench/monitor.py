@@ -27,53 +27,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
-import select
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from console.inventory import Host, load
+from common import (
+    GPUS_PER_HOST,
+    cpu_s,
+    demo_cluster,
+    demo_host_counts,
+    fmt,
+    gpu_inventory,
+    peak_rss_mib,
+    positive_float,
+    print_header,
+    run_json,
+)
+
+from console.inventory import Host
 from console.probe import sampler
 from console.transport.base import HostState
-from console.transport.demo import MAX_DEMO_HOSTS
 from console.transport.pool import ClusterConnections
-
-GPUS_PER_HOST = 8
-
-
-def _host_counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list like 8,32,64: {text!r}") from None
-    if not counts or any(not 1 <= n <= MAX_DEMO_HOSTS for n in counts):
-        raise argparse.ArgumentTypeError(f"each count must be between 1 and {MAX_DEMO_HOSTS}")
-    return counts
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
-
-
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _hosts(inventory: Path, count: int) -> list[Host]:
-    chosen = load(inventory).hosts[:count]
-    return [h.model_copy(update={"gpus": GPUS_PER_HOST}) for h in chosen]
 
 
 async def run_stream(hosts: Sequence[Host], interval: float, duration: float) -> dict[str, Any]:
@@ -99,7 +75,7 @@ async def run_stream(hosts: Sequence[Host], interval: float, duration: float) ->
             now = time.monotonic()
             if first is None and all(v.sample for v in monitor.views().values()):
                 first = now - started
-                steady_cpu, steady_t, samples = _cpu_s(), now, 0
+                steady_cpu, steady_t, samples = cpu_s(), now, 0
             if first is not None and now - steady_t >= duration:
                 break
             if first is None and now - started > 60:
@@ -138,7 +114,7 @@ async def run_poll(hosts: Sequence[Host], interval: float, duration: float) -> d
             if first is None:
                 if ok == len(hosts):
                     first = now - started
-                    steady_cpu, steady_t = _cpu_s(), now
+                    steady_cpu, steady_t = cpu_s(), now
             else:
                 samples += ok
             if first is not None and now - steady_t >= duration:
@@ -164,34 +140,19 @@ def _result(
         "connected_s": connected,
         "first_frame_s": first,
         "kept_up_percent": 100.0 * samples / (hosts * elapsed / interval),
-        "cpu_percent": 100.0 * (_cpu_s() - cpu0) / elapsed if first is not None else None,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "cpu_percent": 100.0 * (cpu_s() - cpu0) / elapsed if first is not None else None,
+        "peak_rss_mib": peak_rss_mib(),
         "samples": samples,
         "steady_s": elapsed,
     }
 
 
 def worker(args: argparse.Namespace) -> int:
-    hosts = _hosts(Path(args.inventory), args.count)
+    hosts = list(gpu_inventory(Path(args.inventory), args.count).hosts)
     runner = run_stream if args.worker == "stream" else run_poll
     result = asyncio.run(runner(hosts, args.interval, args.duration))
     print(json.dumps(result))
     return 0
-
-
-def serve(count: int) -> tuple[subprocess.Popen[str], Path]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(count)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 60)
-    line = proc.stdout.readline().strip() if ready else ""
-    if not line:
-        proc.kill()
-        raise SystemExit("distconsole demo --serve did not print its inventory path")
-    return proc, Path(line)
 
 
 def measure(
@@ -199,15 +160,7 @@ def measure(
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", mode, "--inventory", str(inventory)]
     cmd += ["--count", str(count), "--interval", f"{interval:g}", "--duration", f"{duration:g}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 180)
-    if done.returncode != 0:
-        raise SystemExit(f"{mode} worker failed:\n{done.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    return run_json(cmd, f"{mode} worker", timeout=duration + 180)
 
 
 def _per_sample(r: dict[str, Any]) -> float | None:
@@ -223,9 +176,9 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=_host_counts, default=[8, 32, 64])
-    parser.add_argument("--duration", type=_positive, default=30.0, help="steady seconds")
-    parser.add_argument("--interval", type=_positive, default=1.0)
+    parser.add_argument("--hosts", type=demo_host_counts, default=[8, 32, 64])
+    parser.add_argument("--duration", type=positive_float, default=30.0, help="steady seconds")
+    parser.add_argument("--interval", type=positive_float, default=1.0)
     parser.add_argument("--worker", choices=("stream", "poll"), help=argparse.SUPPRESS)
     parser.add_argument("--inventory", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -233,8 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.worker:
         return worker(args)
 
-    proc, inventory = serve(max(args.hosts))
-    try:
+    with demo_cluster(max(args.hosts), "bench/monitor.py") as (proc, inventory):
         print(
             f"monitor bench: {max(args.hosts)} demo hosts served by pid {proc.pid}, "
             f"{GPUS_PER_HOST} simulated GPUs each, every {args.interval:g} s, "
@@ -245,8 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'console CPU':>11}  {'CPU/sample':>10}  {'peak RSS':>9}  {'samples':>7}  "
             f"{'kept up':>7}"
         )
-        print(header, flush=True)
-        print("-" * len(header))
+        print_header(header)
         for count in args.hosts:
             res = {
                 m: measure(m, inventory, count, args.interval, args.duration)
@@ -256,8 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r = res[mode]
                 print(
                     f"{count:>5}  {mode:<6}  {r['connected_s']:>7.2f} s  "
-                    f"{_fmt(r['first_frame_s'], '.2f'):>9} s  "
-                    f"{_fmt(r['cpu_percent'], '.1f'):>9} %  {_fmt(_per_sample(r), '.2f'):>7} ms  "
+                    f"{fmt(r['first_frame_s'], '.2f'):>9} s  "
+                    f"{fmt(r['cpu_percent'], '.1f'):>9} %  {fmt(_per_sample(r), '.2f'):>7} ms  "
                     f"{r['peak_rss_mib']:>5.0f} MiB  "
                     f"{r['samples']:>7}  {r['kept_up_percent']:>5.0f} %",
                     flush=True,
@@ -272,12 +223,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 flush=True,
             )
         print("targets: 64 hosts first frame <= 1 s; console <= 5 % of one core (stream)")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
     return 0
 
 
