@@ -1,0 +1,146 @@
+"""Following a running job: one long-lived watcher per host reports processes as they
+end, and the job's policy decides what that means: fail-fast, the PS rule (ps tasks are
+stopped once every worker and the chief succeeded), lost hosts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from console.errors import TransportError
+from console.jobs import remote_ops
+from console.jobs.control import JobControl
+from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo
+from console.jobs.models import JobKind, JobState
+
+TAIL_LINES = 15
+PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job
+
+
+class JobWatch(JobControl):
+    """Per-host watch loops and the policy applied to what they report."""
+
+    def _watch(self, job: Job, hosts: Iterable[str]) -> None:
+        for host in hosts:
+            if any(not p.ended for p in job.on_host(host)):
+                job._watchers[host] = asyncio.create_task(self._watch_host(job, host))
+
+    async def _watch_host(self, job: Job, host: str) -> None:
+        job_dir = remote_ops.host_job_dir(job.plan, host)
+        while not job.finished:
+            pending = [p.name for p in job.on_host(host) if not p.ended]
+            if not pending:
+                return
+            args = {"job_dir": job_dir, "names": pending, "interval": self.watch_interval_s}
+            command = remote_ops.jobctl_command(self._host(host), "watch", args)
+            try:
+                remote = await self._conn(host).start(command)
+            except TransportError as exc:
+                await self._host_lost(job, host, str(exc))
+                return
+            job._remote[host] = remote
+            try:
+                async for line in remote.lines():
+                    if not line.startswith("{"):
+                        continue
+                    report = json.loads(line)
+                    if "proc" in report:
+                        await self._on_report(job, host, report)
+                    if report.get("done") or job.finished:
+                        break
+            finally:
+                job._remote.pop(host, None)
+                remote.close()
+            if job.finished or all(p.ended for p in job.on_host(host)):
+                return
+            # The stream ended early: the host went away, or only the channel did.
+            if not await self._answers(host):
+                await self._host_lost(job, host, self._conn(host).status.reason)
+                return
+            await asyncio.sleep(0.5)
+
+    async def _answers(self, host: str) -> bool:
+        try:
+            result = await self._conn(host).run("true", timeout=5)
+        except TransportError:
+            return False
+        return result.ok
+
+    async def _host_lost(self, job: Job, host: str, reason: str) -> None:
+        if job.finished or job.stopping:
+            return
+        if job.failure is None:
+            job.failure = JobFailure(host, "host", (), None, f"{host} went away: {reason}")
+        self._set_state(job, JobState.LOST, message=f"{host} went away: {reason}")
+        if job.plan.fail_fast:
+            # The other ranks would wait in a collective for the lost ones forever.
+            job.stopping = True
+            job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
+            self._finish(job, JobState.LOST)
+
+    async def _on_report(self, job: Job, host: str, report: dict[str, Any]) -> None:
+        info = job.processes.get((host, str(report["proc"])))
+        if info is None:
+            return
+        if report.get("pgid") is not None:
+            info.pgid = int(report["pgid"])
+        if report.get("running"):
+            if not info.running:
+                info.running = True
+                job._publish(JobEvent(job.id, job.state, host, info.name, message="running"))
+            return
+        if info.ended:
+            return
+        info.ended = True
+        info.running = False
+        status = report.get("exit")
+        info.exit_status = None if status is None else int(status)
+        if report.get("missing"):
+            info.note = "never started (no process group recorded)"
+        elif info.exit_status is None:
+            info.note = "ended without recording an exit status (killed?)"
+        job._publish(
+            JobEvent(job.id, job.state, host, info.name, info.exit_status, message="ended")
+        )
+        await self._decide(job, host, info)
+
+    async def _decide(self, job: Job, host: str, info: ProcessInfo) -> None:
+        if job.finished:
+            return
+        everything_ended = all(p.ended for p in job.processes.values())
+        if job.stopping:
+            return
+        if info.exit_status != 0 and job.failure is None:
+            job.failure = await self._failure(job, info)
+            if job.plan.fail_fast:
+                await self._finish_by_stopping(job, JobState.FAILED)
+                return
+        if job.plan.kind is JobKind.PS and job.failure is None:
+            finishers = [p for p in job.processes.values() if p.launch.role in PS_FINISHERS]
+            if finishers and all(p.ended and p.exit_status == 0 for p in finishers):
+                # Parameter servers never exit on their own once training is over.
+                await self._finish_by_stopping(job, JobState.SUCCEEDED)
+                return
+        if everything_ended:
+            self._finish(job, JobState.FAILED if job.failure else JobState.SUCCEEDED)
+
+    async def _finish_by_stopping(self, job: Job, state: JobState) -> None:
+        job.stopping = True
+        job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
+        self._finish(job, state)
+
+    async def _failure(self, job: Job, info: ProcessInfo) -> JobFailure:
+        job_dir = remote_ops.host_job_dir(job.plan, info.host)
+        paths = remote_ops.tail_paths(info.launch, job_dir)
+        try:
+            result = await self._conn(info.host).run(
+                remote_ops.tail_command(paths, TAIL_LINES), timeout=10
+            )
+            tail = tuple(result.stdout.splitlines()[-2 * TAIL_LINES :])
+        except TransportError as exc:
+            tail = (f"  (could not read the log: {exc})",)
+        return JobFailure(
+            info.host, info.name, info.launch.ranks, info.exit_status, info.note, tail
+        )
