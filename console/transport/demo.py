@@ -29,6 +29,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -414,8 +415,37 @@ def _end_processes(token: str, host: str | None) -> None:
     for proc in mine:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    _, alive = psutil.wait_procs(mine, timeout=3)
+    alive = _wait_gone(mine, timeout=3)
     for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(alive, timeout=3)
+    _wait_gone(alive, timeout=3)
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Those still alive after ``timeout``. Our own children (the sessions' shells) are
+    only polled: asyncio's child watcher reaps them, and reaping them here as well makes
+    it warn "Unknown child process". Others are waited for until they are reaped."""
+    deadline = time.monotonic() + timeout
+    ours = [p for p in procs if _parent_pid(p) == os.getpid()]
+    _, alive = psutil.wait_procs([p for p in procs if p not in ours], timeout=timeout)
+    while ours:
+        ours = [p for p in ours if _running(p)]
+        if not ours or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return [*alive, *ours]
+
+
+def _parent_pid(proc: psutil.Process) -> int | None:
+    try:
+        return proc.ppid()
+    except psutil.Error:
+        return None
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
