@@ -29,21 +29,18 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import asyncssh
-import psutil
 from ruamel.yaml import YAML
+
+from console.transport.demo_processes import CLUSTER_ENV, HOST_ENV, end_processes
 
 DEMO_ADDRESS = "127.0.0.1"
 DEMO_GPUS = 4
 MAX_DEMO_HOSTS = 256
-HOST_ENV = "DISTCONSOLE_DEMO_HOST"
-# Marks every process of one cluster (inherited by descendants) so stop() can find them.
-CLUSTER_ENV = "DISTCONSOLE_DEMO_CLUSTER"
 # The caller's environment that a login on the host would plausibly also have.
 _PASSED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "LD_LIBRARY_PATH", "TMPDIR")
 _CHUNK = 65536
@@ -326,7 +323,7 @@ class DemoCluster:
     async def stop(self) -> None:
         """Power the cluster off: listeners, connections and every process it started."""
         await asyncio.gather(*(n.shutdown() for n in self.nodes))
-        await asyncio.to_thread(_end_processes, self.token, None)
+        await asyncio.to_thread(end_processes, self.token, None)
         for task in list(self._children):
             task.cancel()
         if self._own_root:
@@ -336,7 +333,7 @@ class DemoCluster:
         """Take one host off the network (listener closed, its connections dropped)."""
         await self.node(name).shutdown()
         if kill_processes:
-            await asyncio.to_thread(_end_processes, self.token, name)
+            await asyncio.to_thread(end_processes, self.token, name)
 
     async def start_host(self, name: str) -> None:
         """Bring a stopped host back on the same port with the same host key."""
@@ -400,52 +397,3 @@ class DemoCluster:
                 f"{DEMO_ADDRESS}. GPUs are simulated (no GPU here).\n"
             )
             yaml.dump(self.inventory_data(), out)
-
-
-def _end_processes(token: str, host: str | None) -> None:
-    """SIGTERM, then SIGKILL, every live process carrying this cluster's (and host's) mark."""
-    mine: list[psutil.Process] = []
-    for proc in psutil.process_iter():
-        try:
-            env = proc.environ()
-        except (psutil.Error, OSError):
-            continue  # gone, or another user's process: not ours either way
-        if env.get(CLUSTER_ENV) == token and (host is None or env.get(HOST_ENV) == host):
-            mine.append(proc)
-    for proc in mine:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    alive = _wait_gone(mine, timeout=3)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    _wait_gone(alive, timeout=3)
-
-
-def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Those still alive after ``timeout``. Our own children (the sessions' shells) are
-    only polled: asyncio's child watcher reaps them, and reaping them here as well makes
-    it warn "Unknown child process". Others are waited for until they are reaped."""
-    deadline = time.monotonic() + timeout
-    ours = [p for p in procs if _parent_pid(p) == os.getpid()]
-    _, alive = psutil.wait_procs([p for p in procs if p not in ours], timeout=timeout)
-    while ours:
-        ours = [p for p in ours if _running(p)]
-        if not ours or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    return [*alive, *ours]
-
-
-def _parent_pid(proc: psutil.Process) -> int | None:
-    try:
-        return proc.ppid()
-    except psutil.Error:
-        return None
-
-
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
