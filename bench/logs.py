@@ -121,6 +121,7 @@ async def run_naive(conn: HostConnection, out: str, args: argparse.Namespace) ->
     result["kept"] = len(store)
     return result
 
+
 def run_decode(args: argparse.Namespace) -> dict[str, Any]:
     """The console side alone, in process: frames as the real follower program writes
     them (its Follower class writing to memory) -> read_frames -> decode -> LogStore +
@@ -219,13 +220,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of writing")
     parser.add_argument("--ranks", type=int, default=64, help="writer processes (one file each)")
-    parser.add_argument("--rate", type=float, default=400_000,
-                        help="lines/s of all writers together (0: as fast as they can)")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=400_000,
+        help="lines/s of all writers together (0: as fast as they can)",
+    )
     parser.add_argument("--poll", type=float, default=0.1, help="naive poll interval, seconds")
     parser.add_argument("--drain", type=float, default=120.0, help="max seconds to catch up")
     parser.add_argument("--max-lines", type=int, default=100_000, help="kept lines per rank")
-    parser.add_argument("--modes", default="decode,follower,naive,ui",
-                        help="decode (console side alone, no host), follower, naive, ui")
+    parser.add_argument(
+        "--modes",
+        default="decode,follower,naive,ui",
+        help="decode (console side alone, no host), follower, naive, ui",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per mode (medians shown)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--inventory", help=argparse.SUPPRESS)
@@ -261,8 +269,14 @@ def bench(args: argparse.Namespace, modes: list[str]) -> None:
     reason = unavailable_reason()
     if reason is not None:
         raise SystemExit(f"cannot start the benchmark's sshd host: {reason}")
-    forwarded = [f"--duration={args.duration}", f"--ranks={args.ranks}", f"--rate={args.rate}",
-                 f"--poll={args.poll}", f"--drain={args.drain}", f"--max-lines={args.max_lines}"]
+    forwarded = [
+        f"--duration={args.duration}",
+        f"--ranks={args.ranks}",
+        f"--rate={args.rate}",
+        f"--poll={args.poll}",
+        f"--drain={args.drain}",
+        f"--max-lines={args.max_lines}",
+    ]
     print(f"{args.ranks} ranks x {args.duration:g} s at {args.rate:,.0f} lines/s in all "
           f"(0 = as fast as they can), 1 sshd host on loopback, {os.cpu_count()} CPUs")  # fmt: skip
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
@@ -302,8 +316,10 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> None:
             med("follower", "cpu_pct") / med("follower", "rate")
         )
         behind = med("naive", "behind") / max(med("follower", "behind"), 1)
-        print(f"\nfollower vs naive tail-per-poll: ingest rate while writing {ratio:.1f}x,"
-              f" console CPU per line {cpu:.1f}x less, behind at the stop {behind:.0f}x less")
+        print(
+            f"\nfollower vs naive tail-per-poll: ingest rate while writing {ratio:.1f}x,"
+            f" console CPU per line {cpu:.1f}x less, behind at the stop {behind:.0f}x less"
+        )
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ procs = [subprocess.Popen([sys.executable, "-c", writer, out, str(r), start_at, 
                           stdout=subprocess.PIPE, text=True) for r in range(int(ranks))]
 print(json.dumps([int(p.communicate()[0]) for p in procs]))
 """
+
+
 class OnceChecker:
     """Every line of every rank exactly once, in order: per run, the first and last step
     numbers must continue the rank's sequence (a run is consecutive lines of a file)."""

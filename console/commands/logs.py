@@ -61,7 +61,10 @@ def register(sub: Any) -> None:
     parser.add_argument("hosts", metavar="HOSTS", help="the inventory file (hosts.yaml)")
     parser.add_argument("job_id", metavar="JOB_ID", type=job_id_arg, help="the job's id")
     parser.add_argument(
-        "--rank", type=rank_arg, action="append", metavar="R",
+        "--rank",
+        type=rank_arg,
+        action="append",
+        metavar="R",
         help="only this global rank (repeatable)",
     )
     parser.add_argument("--follow", "-f", action="store_true", help="keep printing new lines")
@@ -69,11 +72,13 @@ def register(sub: Any) -> None:
         "--grep", type=regex_arg, metavar="RE", help="only lines matching RE (case-insensitive)"
     )
     parser.add_argument(
-        "--since-start", action="store_true",
+        "--since-start",
+        action="store_true",
         help="with --follow: print each file from its beginning first",
     )
     parser.add_argument(
-        "--json", action="store_true",
+        "--json",
+        action="store_true",
         help="one JSON object per line: host, rank, stream, line (and job, local_rank, role)",
     )
     parser.set_defaults(func=run)
@@ -136,9 +141,7 @@ class Printer:
             self.printed += len(lines)
 
 
-async def follow(
-    args: argparse.Namespace, printer: Printer, out: TextIO
-) -> int:
+async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int:
     inv = inventory_mod.load(args.hosts)
     plan = None
     try:
@@ -172,7 +175,9 @@ async def follow(
                 continue
             live.append(
                 HostLogFollower(
-                    pool[target.host], target, follow=args.follow,
+                    pool[target.host],
+                    target,
+                    follow=args.follow,
                     since_start=args.since_start or not args.follow,
                 )
             )
@@ -191,9 +196,7 @@ async def follow(
 
 
 def run(args: argparse.Namespace) -> int:
-    printer = Printer(
-        sys.stdout, sys.stderr, ranks=args.rank, grep=args.grep, as_json=args.json
-    )
+    printer = Printer(sys.stdout, sys.stderr, ranks=args.rank, grep=args.grep, as_json=args.json)
     try:
         return asyncio.run(follow(args, printer, sys.stdout))
     except BrokenPipeError:

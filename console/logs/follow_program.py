@@ -64,9 +64,7 @@ def read_frames(buf: bytes | bytearray, paths: dict[int, str]) -> tuple[list[Any
                 out.append(json.loads(bytes(view[body:end])))
             elif kind == b"P":
                 (pid,) = PATH.unpack_from(buf, body)
-                paths[pid] = bytes(view[body + PATH.size : end]).decode(
-                    "utf-8", "surrogateescape"
-                )
+                paths[pid] = bytes(view[body + PATH.size : end]).decode("utf-8", "surrogateescape")
             else:
                 raise ValueError(f"unknown frame kind {kind!r} at byte {at}")
             at = end

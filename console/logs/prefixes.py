@@ -92,8 +92,10 @@ def context_for(job_id: str, host: str, log: LogFile, launch: RankLaunch | None)
     if launch is not None:
         ranks = launch.ranks
         env_rank = launch.env.get("NODE_RANK", "")
-        node_rank = int(env_rank) if env_rank.isdigit() else _argv_int(
-            launch.argv, "--node-rank", "--node_rank"
+        node_rank = (
+            int(env_rank)
+            if env_rank.isdigit()
+            else _argv_int(launch.argv, "--node-rank", "--node_rank")
         )
         nproc = _argv_int(launch.argv, "--nproc-per-node", "--nproc_per_node")
     rank = log.rank
@@ -122,7 +124,13 @@ def guess_context(job_id: str, host: str, path: str, node_ranks: Sequence[int] =
         local = int(m["local"])
         ctx = FileContext(job_id, host, path, m["stream"], "rank", node_ranks=tuple(node_ranks))
         return FileContext(
-            job_id, host, path, m["stream"], "rank", ctx.global_rank(local), local,
+            job_id,
+            host,
+            path,
+            m["stream"],
+            "rank",
+            ctx.global_rank(local),
+            local,
             node_ranks=tuple(node_ranks),
         )
     m = _MPI_RANK_FILE.search(path)
@@ -138,7 +146,12 @@ def guess_context(job_id: str, host: str, path: str, node_ranks: Sequence[int] =
             return FileContext(job_id, host, path, stream, "rank", rank=index)
         # torchrun / launcher: a combined stream whose lines carry launcher prefixes
         return FileContext(
-            job_id, host, path, stream, "launcher", node_ranks=tuple(node_ranks),
+            job_id,
+            host,
+            path,
+            stream,
+            "launcher",
+            node_ranks=tuple(node_ranks),
             node_rank=index if role == "torchrun" and not node_ranks else None,
         )
     return FileContext(job_id, host, path, "combined", "launcher")
@@ -151,8 +164,7 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
         rank, local, role, index = ctx.rank, ctx.local_rank, ctx.role, ctx.task_index
         new = tuple.__new__
         return [
-            new(LogLine, (job, host, rank, local, stream, t, received, role, index))
-            for t in texts
+            new(LogLine, (job, host, rank, local, stream, t, received, role, index)) for t in texts
         ]
     out: list[LogLine] = []
     append = out.append
@@ -172,8 +184,14 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
                 rest = _MPI_TAG.sub("", rest)
             append(
                 LogLine(
-                    job, host, int(m["mrank"]), None,
-                    "stderr" if mstream == "stderr" else "stdout", rest, received, "rank",
+                    job,
+                    host,
+                    int(m["mrank"]),
+                    None,
+                    "stderr" if mstream == "stderr" else "stdout",
+                    rest,
+                    received,
+                    "rank",
                 )
             )
         elif m["hrank"] is not None:

@@ -40,7 +40,10 @@ DEFAULT_STEP_PATTERNS: tuple[str, ...] = (
 DEFAULT_SAMPLES_PATTERNS: tuple[str, ...] = (
     # "samples/s 1234.5", "img/sec per GPU: 123.4", "images/sec: 10" (not "Total img/sec on")
     r"\b(?:samples|imgs?|images|examples)[ \t]*/[ \t]*s(?:ec)?(?:[ \t]+per[ \t]+GPU)?"
-    + _SEP + r"(?P<value>" + _NUM + r")",
+    + _SEP
+    + r"(?P<value>"
+    + _NUM
+    + r")",
     # "1234.5 samples/s", "99 img/sec"
     r"(?P<value>" + _NUM + r")[ \t]*(?:samples|imgs?|images|examples)[ \t]*/[ \t]*s(?:ec)?\b",
 )
@@ -188,8 +191,8 @@ class StepTracker:
         hit = _last_match(self._rate, texts)
         if hit is not None:
             value = float(hit[1]["value"])
-            state.printed_rate = value if hit[1]["unit"].lower() == "it/s" else (
-                1.0 / value if value > 0 else None
+            state.printed_rate = (
+                value if hit[1]["unit"].lower() == "it/s" else (1.0 / value if value > 0 else None)
             )
 
     def _record_step(
@@ -297,6 +300,7 @@ def job_progress(ranks: Sequence[RankSteps], total_steps: int | None = None) -> 
     slowest: RankKey | None = None
     lag: int | None = None
     if stepped:
+
         def progress(r: RankSteps) -> tuple[int, int]:
             return (r.epoch or 0, r.step or 0)
 

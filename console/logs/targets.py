@@ -35,13 +35,18 @@ def targets_from_plan(plan: JobPlan, hosts: Iterable[str] | None = None) -> list
     targets = []
     for host, contexts in files.items():
         job_dir = plan.job_dirs.get(host)
-        done = tuple(
-            f"{job_dir}/{launch.role}-{launch.index}.exit" for launch in launches[host]
-        ) if job_dir else ()
+        done = (
+            tuple(f"{job_dir}/{launch.role}-{launch.index}.exit" for launch in launches[host])
+            if job_dir
+            else ()
+        )
         node_ranks = next((la.ranks for la in launches[host] if la.ranks), ())
         targets.append(
             FollowTarget(
-                plan.job_id, host, files=tuple(contexts), done_markers=done,
+                plan.job_id,
+                host,
+                files=tuple(contexts),
+                done_markers=done,
                 node_ranks=node_ranks,
             )
         )
@@ -53,7 +58,9 @@ def targets_from_listing(job_id: str, hosts: Iterable[Host]) -> list[FollowTarge
     a follow ends with Ctrl-C)."""
     return [
         FollowTarget(
-            job_id, host.name, dirs=(paths.job_dir(host.work_dir, job_id),),
+            job_id,
+            host.name,
+            dirs=(paths.job_dir(host.work_dir, job_id),),
             patterns=LISTING_PATTERNS,
         )
         for host in hosts

@@ -68,9 +68,7 @@ CHUNK_BYTES = 1 << 18
 
 
 class SshRemoteProcess(RemoteProcess):
-    def __init__(
-        self, connection: SshConnection, process: asyncssh.SSHClientProcess[Any]
-    ) -> None:
+    def __init__(self, connection: SshConnection, process: asyncssh.SSHClientProcess[Any]) -> None:
         self._connection = connection
         self._process = process
         self._binary = False  # set by start_bytes: the channel carries bytes, not str

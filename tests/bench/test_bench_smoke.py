@@ -23,8 +23,18 @@ RUNS = {
     "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
     "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
     "logs": (
-        ["--duration", "1", "--ranks", "4", "--rate", "2000", "--repeat", "1",
-         "--modes", "decode,follower,naive"],
+        [
+            "--duration",
+            "1",
+            "--ranks",
+            "4",
+            "--rate",
+            "2000",
+            "--repeat",
+            "1",
+            "--modes",
+            "decode,follower,naive",
+        ],
         "lines/s",
     ),
 }

@@ -63,9 +63,13 @@ for d in sorted({item.rsplit(":", 1)[0] for item in spec}):
 def hosts_of(cluster: SshdCluster) -> list[Host]:
     return [
         Host(
-            name=h.name, address=h.address, port=h.port, user=h.user,
+            name=h.name,
+            address=h.address,
+            port=h.port,
+            user=h.user,
             identity_file=str(cluster.client_key_path),
-            known_hosts=str(cluster.known_hosts_path), connect_timeout=3.0,
+            known_hosts=str(cluster.known_hosts_path),
+            connect_timeout=3.0,
         )
         for h in cluster.hosts
     ]
@@ -83,7 +87,8 @@ def target(name: str, ranks: list[int]) -> FollowTarget:
     remote_dir = f"~/distconsole/.distconsole/jobs/{JOB}"
     files = tuple(
         context_for(
-            JOB, name,
+            JOB,
+            name,
             LogFile(f"{remote_dir}/rank-{r}.out", "stdout", "rank", rank=r, local_rank=i),
             None,
         )
@@ -190,7 +195,10 @@ async def test_truncation_over_ssh_restarts_the_file(sshd_cluster: Factory) -> N
 def dc(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "data"))
     return subprocess.run(
-        [sys.executable, "-m", "console", *args], env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "console", *args],
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 

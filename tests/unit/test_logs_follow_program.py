@@ -24,7 +24,10 @@ def run_final(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     cfg = {**cfg, "final": True}
     proc = subprocess.run(
         [sys.executable, "-u", "-", json.dumps(cfg)],
-        input=program_source().encode(), capture_output=True, timeout=30, check=True,
+        input=program_source().encode(),
+        capture_output=True,
+        timeout=30,
+        check=True,
     )
     return records_of(proc.stdout)
 
@@ -143,7 +146,8 @@ def test_carriage_return_ends_a_progress_bar_line(tmp_path: Path) -> None:
     log.write_bytes(b" 10%|#  | 1/10\r 20%|## | 2/10\r 30%|###| 3/10\rwindows\r\n")
     proc = subprocess.Popen(
         [sys.executable, "-u", "-", json.dumps({"files": [{"p": str(log), "o": 0}]})],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(program_source().encode())
@@ -166,7 +170,8 @@ def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None
     (job / "rank-0.out").write_bytes(b"one\ntw")
     cfg = {"dirs": [{"p": str(job)}], "poll": 0.02, "heartbeat": 0.5}
     proc = subprocess.Popen(
-        [sys.executable, "-u", "-", json.dumps(cfg)], stdin=subprocess.PIPE,
+        [sys.executable, "-u", "-", json.dumps(cfg)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
@@ -210,8 +215,11 @@ def test_done_markers_flush_the_last_partial_line_and_end(tmp_path: Path) -> Non
     marker.write_text("0\n")
     cfg = {"files": [{"p": str(log), "o": 0}], "done": [str(marker)], "poll": 0.02}
     proc = subprocess.run(
-        [sys.executable, "-u", "-", json.dumps(cfg)], input=program_source().encode(),
-        capture_output=True, timeout=30, check=True,
+        [sys.executable, "-u", "-", json.dumps(cfg)],
+        input=program_source().encode(),
+        capture_output=True,
+        timeout=30,
+        check=True,
     )
     records = records_of(proc.stdout)
     assert b"".join(d for _s, _e, d in chunks(records)) == log.read_bytes()

@@ -65,9 +65,23 @@ def torchrun_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]
     (work / "train.py").write_text(TRAINER)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--tee", "3",
-         "--master-port", str(free_port()), "train.py"],
-        cwd=work, capture_output=True, text=True, timeout=120, env=env,
+        [
+            str(TORCHRUN),
+            "--nnodes",
+            "1",
+            "--nproc-per-node",
+            "2",
+            "--tee",
+            "3",
+            "--master-port",
+            str(free_port()),
+            "train.py",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert proc.returncode != 0, "rank 1 raises on purpose"
     return proc.stdout, proc.stderr
@@ -83,7 +97,10 @@ def mpirun_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     if os.geteuid() == 0:
         argv += ["--allow-run-as-root", "--oversubscribe"]
     proc = subprocess.run(
-        [*argv, sys.executable, "prog.py"], cwd=work, capture_output=True, text=True,
+        [*argv, sys.executable, "prog.py"],
+        cwd=work,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
@@ -92,9 +109,14 @@ def mpirun_output(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 def torchrun_ctx(stream: Stream, node_ranks: tuple[int, ...] = (0, 1)) -> FileContext:
     launch = RankLaunch(
-        host="node0", role="torchrun", index=0,
+        host="node0",
+        role="torchrun",
+        index=0,
         argv=("torchrun", "--nnodes", "1", "--nproc-per-node", "2", "--node-rank", "0"),
-        env={"NODE_RANK": "0"}, cwd="~", log_paths=(), ranks=node_ranks,
+        env={"NODE_RANK": "0"},
+        cwd="~",
+        log_paths=(),
+        ranks=node_ranks,
     )
     log = LogFile(path=f"/j/torchrun-0.{stream[3:]}", stream=stream, role="launcher")
     return context_for("job1", "node0", log, launch)
@@ -156,7 +178,8 @@ def test_mpirun_tag_output(mpirun_output: tuple[str, str]) -> None:
     # Open MPI tags each write; Python's stderr writes the text and "\n" separately,
     # so the raw line is "[1,0]<stderr>:err line rank 0[1,0]<stderr>:".
     assert sorted((line.rank, line.text) for line in errs) == [
-        (0, "err line rank 0"), (1, "err line rank 1"),
+        (0, "err line rank 0"),
+        (1, "err line rank 1"),
     ]
     assert all(line.text.startswith("iter") for line in lines if line.stream == "stdout")
 

@@ -132,8 +132,16 @@ def test_search_and_filter_with_context() -> None:
         for p in shown
     ]
     assert kinds == [
-        ("gap", 1), ("l1", False), ("l2", True), ("l3", True), ("l4", False),
-        ("gap", 3), ("l8", False), ("l9", True), ("l10", False), ("gap", 1),
+        ("gap", 1),
+        ("l1", False),
+        ("l2", True),
+        ("l3", True),
+        ("l4", False),
+        ("gap", 3),
+        ("l8", False),
+        ("l9", True),
+        ("l10", False),
+        ("gap", 1),
     ]
     assert all(isinstance(p, Shown) for p in filter_with_context(lines, "l", context=2))
     with pytest.raises(ValueError, match="invalid regular expression"):
