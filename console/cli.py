@@ -2,18 +2,21 @@
 
 Each sub-command lives in ``console/commands/<name>.py`` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a callable
-``(args) -> int`` (the exit status). Exit status 2 means bad input (usage, inventory).
+``(args) -> int`` (the exit status). Errors are mapped to exit statuses here and only
+here, by the status each error class carries (console/errors.py): 2 bad input, 1 failed,
+130 interrupted. Output piped into a reader that goes away (``| head``) ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from console import __version__
-from console.errors import ConsoleError, InventoryError
+from console.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, ConsoleError
 
 COMMANDS = ("check", "gpus", "plan", "launch", "jobs", "stop", "logs", "demo", "ui")
 
@@ -41,18 +44,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     try:
         status: int = args.func(args)
-    except InventoryError as exc:
-        print(f"distconsole: {exc}", file=sys.stderr)
-        return 2
+        sys.stdout.flush()
     except ConsoleError as exc:
-        print(f"distconsole: {exc}", file=sys.stderr)
-        return 1
+        print(f"distconsole {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_status
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _reader_went_away()
     return status
+
+
+def _reader_went_away() -> int:
+    """``distconsole jobs | head``: the reader closed the pipe; say nothing more.
+
+    Python would print a BrokenPipeError (and another one at exit, flushing stdout);
+    pointing stdout at /dev/null lets the interpreter close quietly.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_OK  # the reader chose to stop reading; nothing of ours failed
 
 
 if __name__ == "__main__":

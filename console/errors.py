@@ -2,13 +2,37 @@
 
 Every message is written for the person at the keyboard: it says what is wrong and,
 where there is one, what to do next. The UI and the CLI show ``str(error)`` as is.
+
+Each class carries the exit status the command line gives it (``exit_status``); ``cli.main``
+maps errors to statuses in one place: 2 for bad input (options, inventory, job spec),
+1 for everything that went wrong while doing the work.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar, Protocol
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # a host is not up, the job failed, the work could not be done
+EXIT_BAD_INPUT = 2  # an option, the inventory or the job spec is wrong: nothing was tried
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), after cleaning up
+
 
 class ConsoleError(Exception):
     """Base of every error distconsole raises on purpose."""
+
+    exit_status: ClassVar[int] = EXIT_FAILED
+
+
+class UsageError(ConsoleError):
+    """A command-line option or argument is wrong; ``option`` names it."""
+
+    exit_status = EXIT_BAD_INPUT
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        self.detail = message
+        super().__init__(f"{option}: {message}")
 
 
 class InventoryError(ConsoleError):
@@ -16,6 +40,8 @@ class InventoryError(ConsoleError):
 
     ``str()`` is one line: ``FILE:LINE: FIELD: message``.
     """
+
+    exit_status = EXIT_BAD_INPUT
 
     def __init__(
         self, message: str, *, path: str, line: int | None = None, field: str | None = None
@@ -56,6 +82,8 @@ class CommandTimeout(TransportError):
 class JobSpecError(ConsoleError):
     """A job spec field is invalid; ``field`` names the form field / CLI option."""
 
+    exit_status = EXIT_BAD_INPUT
+
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         self.detail = message
@@ -66,9 +94,33 @@ class PlanError(ConsoleError):
     """A valid spec cannot be planned on this inventory (not enough hosts, GPUs, ...)."""
 
 
+class CheckReport(Protocol):
+    """What a pre-flight report offers to whoever catches its error (jobs.preflight's
+    ``PreflightReport``; a protocol so this bottom layer imports nothing of ours)."""
+
+    def describe(self) -> str: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 class PreflightError(ConsoleError):
-    """A pre-flight check failed; the launch was not started."""
+    """A pre-flight check failed; the launch was not started. ``report`` holds every
+    finding (failures and warnings), so a caller can show more than the message."""
+
+    def __init__(self, message: str, report: CheckReport | None = None) -> None:
+        self.report = report
+        super().__init__(message)
 
 
 class JobError(ConsoleError):
     """Starting, stopping or following a job failed."""
+
+
+class FollowError(JobError):
+    """Following a job's log files on a host failed (the follower program could not
+    start, spoke another version, or its stream broke in a way resuming cannot mend)."""
+
+    def __init__(self, host: str, message: str) -> None:
+        self.host = host
+        self.detail = message
+        super().__init__(f"{host}: {message}")

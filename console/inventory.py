@@ -29,23 +29,20 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from console.errors import InventoryError
+from console.names import env_name_problem, host_name_problem, interfaces_problem
 
 LOCAL_ADDRESS = "local"
 
 # No whitespace and no shell metacharacters: names and tags end up in file paths,
 # log prefixes and command lines.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@%+\[\]][A-Za-z0-9_.:@%+\[\]-]*$")
 _ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*$")
 _USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Linux interface names: at most 15 characters, no '/', ':' or whitespace.
-_IFNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 _PROXY_RE = re.compile(r"^[A-Za-z0-9_.@:%,\[\]-]+$")
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./~+-]+$")
 
 
 def _tag(value: str) -> str:
-    return _matching(value, _NAME_RE, "tags without spaces or shell characters")
+    return _named(host_name_problem(value, "a tag"), value)
 
 
 # Validated per item so that an error names the tag's index (`tags[1]`).
@@ -122,7 +119,7 @@ class Host(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        return _matching(value, _NAME_RE, "a name without spaces or shell characters")
+        return _named(host_name_problem(value), value)
 
     @field_validator("address")
     @classmethod
@@ -151,13 +148,7 @@ class Host(BaseModel):
     def _interface(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        for item in value.split(","):
-            if not _IFNAME_RE.match(item):
-                raise ValueError(
-                    f"{item!r} is not a network interface name (up to 15 letters, digits, "
-                    "'_', '.', '-'; several joined with ',')"
-                )
-        return value
+        return _named(interfaces_problem(value), value)
 
     @field_validator("env")
     @classmethod
@@ -194,12 +185,14 @@ def _matching(value: str, pattern: re.Pattern[str], what: str) -> str:
     return value
 
 
+def _named(problem: str | None, value: str) -> str:
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 def _check_env_item(key: str, value: str) -> None:
-    if not _ENV_NAME_RE.match(key):
-        raise ValueError(
-            f"{key!r} is not a valid environment variable name (letters, digits, '_'; "
-            "not starting with a digit)"
-        )
+    _named(env_name_problem(key), key)
     if "\0" in value:
         raise ValueError(f"{key}: value contains a NUL character")
 

@@ -20,6 +20,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from console.errors import InventoryError
 from console.inventory import Host, Inventory, build_host, describe_validation_error
+from console.names import env_name_problem
 
 TOP_LEVEL_KEYS = ("defaults", "hosts")
 _LOCAL_PATH_KEYS = ("identity_file", "known_hosts")
@@ -178,13 +179,9 @@ class _YamlHosts:
         for key, value in env.items():
             line = _key_line(env, key, _key_line(mapping, "env"))
             field = f"{where}.env.{key}"
-            if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-                raise self.fail(
-                    "not a valid environment variable name (letters, digits, '_'; "
-                    "not starting with a digit)",
-                    line,
-                    field,
-                )
+            problem = env_name_problem(key)
+            if problem:
+                raise self.fail(problem, line, field)
             if isinstance(value, bool) or not isinstance(value, str | int | float):
                 shown = "null" if value is None else repr(_plain(value))
                 raise self.fail(

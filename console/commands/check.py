@@ -12,15 +12,15 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from console.errors import CommandTimeout, ConsoleError, InventoryError
-from console.inventory import Host, Inventory, load
+from console.commands import options
+from console.errors import CommandTimeout, ConsoleError
+from console.inventory import Host, load
 from console.transport.base import HostState, HostStatus
 
 if TYPE_CHECKING:
@@ -44,45 +44,23 @@ def register(sub: Any) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """check's options; kept apart so that later flags (--preflight) join the same parser."""
-    parser.add_argument(
-        "hosts_file", metavar="HOSTS", help="hosts.yaml, pssh host_file or Open MPI hostfile"
-    )
-    parser.add_argument("--json", action="store_true", help="print a JSON list, one per host")
+    options.add_inventory(parser)
+    options.add_json(parser, "print a JSON list, one per host")
     parser.add_argument(
         "--timeout",
-        type=seconds,
+        type=options.seconds,
         default=None,
         metavar="S",
         help="give up after S seconds in all; hosts that have not answered by then are "
         f"reported down (default: the largest connect_timeout + {FACTS_TIMEOUT_S:g} s)",
     )
-    parser.add_argument(
-        "--host",
-        dest="names",
-        action="append",
-        default=None,
-        metavar="NAME[,NAME...]",
-        help="check only these hosts (repeatable)",
-    )
-    parser.add_argument(
-        "--tag", dest="tags", action="append", default=None, help="check only hosts with a tag"
-    )
+    options.add_host_selection(parser, "check only")
     parser.add_argument(
         "--preflight",
         action="store_true",
         help="run the launch pre-flight checks instead (same Python/torch on every host, "
         "interfaces, GPUs present and busy); exit 1 if one fails",
     )
-
-
-def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,25 +175,9 @@ def _not_answered(status: HostStatus, budget: float) -> HostStatus:
     return HostStatus(status.name, HostState.DOWN, reason, status.latency_ms, status.since)
 
 
-def select_hosts(
-    inventory: Inventory, names: Sequence[str] | None, tags: Sequence[str] | None
-) -> tuple[Host, ...]:
-    wanted = [n.strip() for item in names or () for n in item.split(",") if n.strip()]
-    chosen = inventory.select(names=wanted or None, tags=tags)
-    if not chosen:
-        # bad input like an unknown host name: exit status 2 through InventoryError
-        known = ", ".join(inventory.tags) or "none"
-        raise InventoryError(
-            f"no host has tag {', '.join(tags or ())} (tags: {known})",
-            path=inventory.path,
-            field="--tag",
-        )
-    return chosen
-
-
 def run(args: argparse.Namespace) -> int:
-    inventory = load(args.hosts_file)
-    hosts = select_hosts(inventory, args.names, args.tags)
+    inventory = load(args.inventory)
+    hosts = options.selected_hosts(inventory, args.names, args.tags)
     if args.preflight:
         from console.jobs.preflight import check_command
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from console.commands.check import seconds, select_hosts
+from console.commands import options
 from console.inventory import Host, load
 from console.probe.models import GpuSample, HostView, host_view_to_json
 from console.transport.base import HostState
@@ -33,39 +33,27 @@ def register(sub: Any) -> None:
         "memory, temperature, power and its processes (with the distconsole job and rank "
         "they belong to). Exit status 0: all hosts up and sampled; 1: any not; 2: bad input.",
     )
-    parser.add_argument(
-        "hosts_file", metavar="HOSTS", help="hosts.yaml, pssh host_file or Open MPI hostfile"
-    )
-    parser.add_argument("--json", action="store_true", help="print a JSON list, one per host")
+    options.add_inventory(parser)
+    options.add_json(parser, "print a JSON list, one per host")
     parser.add_argument(
         "--watch", action="store_true", help="keep refreshing until Ctrl-C (with --json: NDJSON)"
     )
     parser.add_argument(
         "--interval",
-        type=seconds,
+        type=options.seconds,
         default=1.0,
         metavar="S",
         help="sampling interval in seconds (default 1)",
     )
     parser.add_argument(
         "--timeout",
-        type=seconds,
+        type=options.seconds,
         default=None,
         metavar="S",
         help="one-shot: give up waiting for the first sample after S seconds "
         "(default: the largest connect_timeout + a few intervals)",
     )
-    parser.add_argument(
-        "--host",
-        dest="names",
-        action="append",
-        default=None,
-        metavar="NAME[,NAME...]",
-        help="only these hosts (repeatable)",
-    )
-    parser.add_argument(
-        "--tag", dest="tags", action="append", default=None, help="only hosts with a tag"
-    )
+    options.add_host_selection(parser)
     parser.set_defaults(func=run)
 
 
@@ -131,8 +119,8 @@ async def watch(hosts: Sequence[Host], interval: float, as_json: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    inventory = load(args.hosts_file)
-    hosts = select_hosts(inventory, args.names, args.tags)
+    inventory = load(args.inventory)
+    hosts = options.selected_hosts(inventory, args.names, args.tags)
     if args.watch:
         asyncio.run(watch(hosts, args.interval, args.json))
         return 0

@@ -11,9 +11,11 @@ positional is consumed empty at the first chunk; REMAINDER swallows the options)
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from console.commands import options
 from console.errors import JobSpecError
 from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env
 
@@ -59,6 +61,15 @@ def cli_error(exc: JobSpecError) -> JobSpecError:
     return JobSpecError(CLI_OPTION.get(exc.field, exc.field), exc.detail)
 
 
+@contextlib.contextmanager
+def naming_options() -> Iterator[None]:
+    """Spec errors raised inside name the CLI option (``--gpus-per-host``), not the field."""
+    try:
+        yield
+    except JobSpecError as exc:
+        raise cli_error(exc) from None
+
+
 def spec_from_args(args: argparse.Namespace) -> JobSpec:
     """Build the spec; a JobSpecError names the CLI option (``--gpus-per-host: ...``)."""
     command: list[str] = list(getattr(args, "command", []) or [])
@@ -88,11 +99,9 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "horovod_launcher": args.horovod_launcher,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
-    try:
+    with naming_options():
         fields["env"] = parse_env(args.env)
         return make_spec(**fields)
-    except JobSpecError as exc:
-        raise cli_error(exc) from None
 
 
 def split_command(rest: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -122,7 +131,7 @@ def parse_job_args(inner: argparse.ArgumentParser, outer: argparse.Namespace) ->
     """Parse ``outer.rest`` (exits 2 naming a bad option); adds ``inventory`` and ``command``."""
     options, command = split_command(outer.rest)
     args = inner.parse_args(options)
-    args.inventory = outer.hosts
+    args.inventory = outer.inventory
     args.command = command
     return args
 
@@ -147,7 +156,7 @@ def register_job_command(
         epilog=inner.format_help().split("\n\n", 1)[-1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    outer.add_argument("hosts", metavar="HOSTS", help="hosts.yaml (or a host file)")
+    options.add_inventory(outer)
     outer.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     outer.set_defaults(func=lambda outer_args: run(parse_job_args(inner, outer_args)))
     return outer

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console import inventory as inventory_module
+from console.commands import options
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
@@ -31,13 +32,13 @@ def register(sub: Any) -> None:
         description="List the jobs started on an inventory's hosts: id, name, kind, state, "
         "start time and hosts. Jobs still running are re-attached to and reconciled first.",
     )
-    parser.add_argument("hosts", metavar="HOSTS", help="hosts.yaml (or a host file)")
-    parser.add_argument("--json", action="store_true", help="print a JSON list")
+    options.add_inventory(parser)
+    options.add_json(parser, "print a JSON list")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    inventory = inventory_module.load(args.hosts)
+    inventory = inventory_module.load(args.inventory)
     history = JobHistory()
     unreachable = asyncio.run(reconcile(inventory, history))
     records = history.records(inventory=inventory.path)

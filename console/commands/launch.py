@@ -17,8 +17,8 @@ import sys
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands.job_options import cli_error, register_job_command, spec_from_args
-from console.errors import JobSpecError
+from console.commands import options
+from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.inventory import Inventory
 from console.jobs import remote_ops
 from console.jobs.history import JobHistory
@@ -46,16 +46,6 @@ def register(sub: Any) -> None:
     )
 
 
-def grace_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--grace: {text!r} is not a number of seconds") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"--grace: must be 0..3600 seconds, got {text}")
-    return value
-
-
 def add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--detach", action="store_true", help="print the job id once it runs and return"
@@ -63,13 +53,7 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--skip-preflight", action="store_true", help="start even if pre-flight checks fail"
     )
-    parser.add_argument(
-        "--grace",
-        type=grace_seconds,
-        default=DEFAULT_GRACE_S,
-        metavar="S",
-        help=f"seconds between SIGTERM and SIGKILL when stopping (default {DEFAULT_GRACE_S:g})",
-    )
+    options.add_grace(parser, DEFAULT_GRACE_S)
 
 
 def say(message: str) -> None:
@@ -77,16 +61,10 @@ def say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        spec = spec_from_args(args)
-        inventory = inventory_module.load(args.inventory)
-        try:
-            hosts = select_hosts(spec, inventory)
-        except JobSpecError as exc:
-            raise cli_error(exc) from None
-    except JobSpecError as exc:
-        print(f"distconsole launch: {exc}", file=sys.stderr)
-        return 2
+    spec = spec_from_args(args)
+    inventory = inventory_module.load(args.inventory)
+    with naming_options():
+        hosts = select_hosts(spec, inventory)
     return asyncio.run(launch(args, spec, inventory, tuple(h.name for h in hosts)))
 
 
@@ -98,11 +76,8 @@ async def launch(
         await pool.wait_settled()
         runner = JobRunner(pool, inventory, history=JobHistory(), grace_s=args.grace)
         runner.require_up(host_names, what="the job")
-        try:
+        with naming_options():
             plan = await runner.prepare(spec)
-        except JobSpecError as exc:
-            print(f"distconsole launch: {cli_error(exc)}", file=sys.stderr)
-            return 2
         for warning in plan.warnings:
             say(f"warning: {warning}")
         if args.skip_preflight:

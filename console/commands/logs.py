@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from console import inventory as inventory_mod
+from console.commands import options
 from console.errors import JobError
-from console.jobs import paths
 from console.jobs.history import JobHistory
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import LogBatch, LogLine, rank_key, rank_label
@@ -43,23 +43,14 @@ def regex_arg(text: str) -> re.Pattern[str]:
         raise argparse.ArgumentTypeError(f"invalid regular expression {text!r}: {exc}") from None
 
 
-def job_id_arg(text: str) -> str:
-    if not paths.valid_job_id(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a job id (letters, digits, '.', '_', '-'; as `distconsole jobs` "
-            "shows it)"
-        )
-    return text
-
-
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "logs",
         help="print every rank's log lines of a job (rank-prefixed; --follow for live)",
         description=__doc__,
     )
-    parser.add_argument("hosts", metavar="HOSTS", help="the inventory file (hosts.yaml)")
-    parser.add_argument("job_id", metavar="JOB_ID", type=job_id_arg, help="the job's id")
+    options.add_inventory(parser)
+    options.add_job_id(parser)
     parser.add_argument(
         "--rank",
         type=rank_arg,
@@ -142,7 +133,7 @@ class Printer:
 
 
 async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int:
-    inv = inventory_mod.load(args.hosts)
+    inv = inventory_mod.load(args.inventory)
     plan = None
     try:
         plan = JobHistory().get(args.job_id).plan
@@ -155,7 +146,7 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
         missing = sorted(names - {h.name for h in hosts})
         if missing:
             printer.err.write(
-                f"distconsole logs: job {args.job_id} ran on hosts not in {args.hosts}: "
+                f"distconsole logs: job {args.job_id} ran on hosts not in {args.inventory}: "
                 f"{', '.join(missing)}\n"
             )
     else:
@@ -197,7 +188,4 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
 
 def run(args: argparse.Namespace) -> int:
     printer = Printer(sys.stdout, sys.stderr, ranks=args.rank, grep=args.grep, as_json=args.json)
-    try:
-        return asyncio.run(follow(args, printer, sys.stdout))
-    except BrokenPipeError:
-        return 0  # `| head` closed the pipe
+    return asyncio.run(follow(args, printer, sys.stdout))

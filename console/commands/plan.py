@@ -11,12 +11,10 @@ import argparse
 import dataclasses
 import json
 import shlex
-import sys
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands.job_options import cli_error, register_job_command, spec_from_args
-from console.errors import JobSpecError
+from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
 from console.jobs.planner import plan as make_plan
@@ -102,16 +100,10 @@ def format_plan(plan: JobPlan) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        spec = spec_from_args(args)
-        inv = inventory_module.load(args.inventory)
-        try:
-            job_plan = make_plan(spec, inv)
-        except JobSpecError as exc:
-            raise cli_error(exc) from None
-    except JobSpecError as exc:
-        print(f"distconsole plan: {exc}", file=sys.stderr)
-        return 2
+    spec = spec_from_args(args)
+    inv = inventory_module.load(args.inventory)
+    with naming_options():
+        job_plan = make_plan(spec, inv)
     if args.json:
         print(json.dumps(plan_to_dict(job_plan), indent=2))
     else:

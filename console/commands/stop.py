@@ -14,11 +14,10 @@ import sys
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands.launch import grace_seconds
-from console.errors import JobError
+from console.commands import options
+from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord, inventory_key
-from console.jobs.paths import valid_job_id
 from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
 from console.transport.pool import ClusterConnections
 
@@ -30,36 +29,25 @@ def register(sub: Any) -> None:
         description="Stop a job on every host: SIGTERM, SIGKILL after --grace seconds, then "
         "verify that no process of the job remains. Exit 0 once nothing remains.",
     )
-    parser.add_argument("hosts", metavar="HOSTS", help="hosts.yaml (or a host file)")
-    parser.add_argument("job_id", metavar="JOB_ID", help="as printed by launch or jobs")
-    parser.add_argument(
-        "--grace",
-        type=grace_seconds,
-        default=DEFAULT_GRACE_S,
-        metavar="S",
-        help=f"seconds between SIGTERM and SIGKILL (default {DEFAULT_GRACE_S:g})",
-    )
+    options.add_inventory(parser)
+    options.add_job_id(parser)
+    options.add_grace(parser, DEFAULT_GRACE_S)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not valid_job_id(args.job_id):
-        print(f"distconsole stop: JOB_ID: {args.job_id!r} is not a job id", file=sys.stderr)
-        return 2
-    inventory = inventory_module.load(args.hosts)
+    inventory = inventory_module.load(args.inventory)
     history = JobHistory()
     try:
         record = history.get(args.job_id)
     except JobError as exc:
-        print(f"distconsole stop: JOB_ID: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError("JOB_ID", str(exc)) from None
     if record.inventory != inventory_key(inventory.path):
-        print(
-            f"distconsole stop: JOB_ID: job {record.id} was started on {record.inventory}, "
+        raise UsageError(
+            "JOB_ID",
+            f"job {record.id} was started on {record.inventory}, "
             f"not {inventory_key(inventory.path)}",
-            file=sys.stderr,
         )
-        return 2
     return asyncio.run(stop(inventory, history, record, args.grace))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from console.commands import options
+
 
 def register(sub: Any) -> None:
     parser = sub.add_parser(
@@ -12,9 +14,7 @@ def register(sub: Any) -> None:
         help="open the console on an inventory (also: distconsole HOSTS)",
         description="Open the keyboard-driven console on the hosts of an inventory file.",
     )
-    parser.add_argument(
-        "hosts", metavar="HOSTS", help="hosts.yaml, a pssh host_file or an MPI hostfile"
-    )
+    options.add_inventory(parser)
     parser.add_argument(
         "--theme",
         default=None,
@@ -28,4 +28,4 @@ def run(args: argparse.Namespace) -> int:
     # Textual loads only here, so the other sub-commands never import it.
     from console.ui.app import run as run_app
 
-    return run_app(args.hosts, theme=args.theme)
+    return run_app(args.inventory, theme=args.theme)

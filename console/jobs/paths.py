@@ -14,26 +14,20 @@ the remote shell expands ``~`` while everything else stays quoted.
 
 from __future__ import annotations
 
-import re
 import secrets
 import shlex
 import time
 from collections.abc import Iterable
 
 from console.jobs.models import JOBS_SUBDIR
-
-JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}\Z")
+from console.names import path_stem
 
 
 def new_job_id(name: str, now: float | None = None) -> str:
     """``<name>-<UTC yyyymmdd-HHMMSS>-<6 hex>``: sortable by start time, unique, path-safe."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:48] or "job"
+    stem = path_stem(name)
     return f"{stem}-{stamp}-{secrets.token_hex(3)}"
-
-
-def valid_job_id(job_id: str) -> bool:
-    return bool(JOB_ID.match(job_id)) and ".." not in job_id
 
 
 def job_dir(work_dir: str, job_id: str) -> str:

@@ -17,6 +17,7 @@ from console.inventory import Host, Inventory
 from console.jobs import paths
 from console.jobs.models import Upload
 from console.jobs.spec import JobSpec
+from console.names import JOB_ID_VAR
 
 DEFAULT_PORT_BASE = 29500
 DEFAULT_PORT_SPAN = 1000
@@ -205,7 +206,7 @@ def distconsole_env(
     steps_per_rank: int | None,
 ) -> dict[str, str]:
     env = {
-        "DISTCONSOLE_JOB_ID": job_id,
+        JOB_ID_VAR: job_id,
         "DISTCONSOLE_JOB_DIR": job_dir,
         "DISTCONSOLE_WORLD_SIZE": str(world_size),
     }

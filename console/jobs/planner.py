@@ -18,6 +18,7 @@ from console.jobs.plan_ddp import plan_ddp
 from console.jobs.plan_mpi import plan_mpi
 from console.jobs.plan_ps import plan_ps
 from console.jobs.spec import JobSpec
+from console.names import valid_job_id
 
 PLANNERS: dict[JobKind, Callable[[Placement], JobPlan]] = {
     JobKind.DDP: plan_ddp,
@@ -35,6 +36,6 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
     """
     if job_id is None:
         job_id = paths.new_job_id(spec.display_name)
-    elif not paths.valid_job_id(job_id):
-        raise JobSpecError("job_id", f"{job_id!r} is not a valid job id")
+    elif not valid_job_id(job_id):
+        raise JobSpecError("job_id", f"{job_id!r} is not a job id")
     return PLANNERS[spec.kind](place(spec, inventory, job_id))

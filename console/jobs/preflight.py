@@ -88,7 +88,8 @@ class PreflightReport:
             raise PreflightError(
                 "pre-flight failed; nothing was started:\n"
                 + "\n".join(f.line() for f in self.errors)
-                + "\nfix the above, or launch with --skip-preflight to start anyway"
+                + "\nfix the above, or launch with --skip-preflight to start anyway",
+                report=self,
             )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import re
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -28,10 +27,9 @@ from console.jobs.paths import (
     shell_join,
     shell_word,
 )
+from console.names import JOB_ID_VAR, env_name_problem
 
-MARKER_VAR = "DISTCONSOLE_JOB_ID"
 PROCESS_VAR = "DISTCONSOLE_PROCESS"
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SETUP_FAILED = 126  # exit status recorded when the host's setup line fails
 CWD_FAILED = 127  # ... when the working directory cannot be entered
 
@@ -132,7 +130,7 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         f'  printf "%s\\n" "$1" >{exit_tmp} && mv -f {exit_tmp} {exit_file}',
         '  exit "$1"',
         "}",
-        f"export {MARKER_VAR}={shlex.quote(job_id)}",
+        f"export {JOB_ID_VAR}={shlex.quote(job_id)}",
         f"export {PROCESS_VAR}={shlex.quote(name)}",
     ]
     if host.setup:
@@ -149,8 +147,9 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         f"cd -- {shell_word(launch.cwd)} || distconsole_finish {CWD_FAILED}",
     ]
     for key, value in launch.env.items():
-        if not ENV_NAME.match(key):
-            raise JobError(f"{launch.host}: {name}: {key!r} is not a valid environment name")
+        problem = env_name_problem(key)
+        if problem:
+            raise JobError(f"{launch.host}: {name}: {problem}")
         lines.append(f"export {key}={shlex.quote(value)}")
     if not launch.argv:
         raise JobError(f"{launch.host}: {name}: the plan gives no command to run")

@@ -9,7 +9,6 @@ the planner's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -24,11 +23,13 @@ from pydantic import (
 
 from console.errors import JobSpecError
 from console.jobs.models import JobKind
+from console.names import (
+    env_name_problem,
+    interface_problem,
+    job_name_problem,
+    path_stem,
+)
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-JOB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
-# Linux interface names: at most 15 bytes, no '/', no whitespace.
-INTERFACE_NAME = re.compile(r"[A-Za-z0-9_.:@-]{1,15}\Z")
 EXAMPLE_PREFIX = "example:"
 EXAMPLES = ("ddp", "horovod", "ps")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
@@ -144,10 +145,9 @@ class JobSpec(BaseModel):
     @classmethod
     def _env(cls, value: dict[str, str]) -> dict[str, str]:
         for key, val in value.items():
-            if not ENV_NAME.match(key):
-                raise ValueError(
-                    f"{key!r} is not a valid variable name (letters, digits, _; not first a digit)"
-                )
+            problem = env_name_problem(key)
+            if problem:
+                raise ValueError(problem)
             if "\x00" in val:
                 raise ValueError(f"the value of {key} must not contain NUL characters")
         return value
@@ -158,8 +158,9 @@ class JobSpec(BaseModel):
         if value is None or not value.strip():
             return None
         value = value.strip()
-        if not INTERFACE_NAME.match(value):
-            raise ValueError(f"{value!r} is not a network interface name (e.g. eth0, ib0)")
+        problem = interface_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("master_port")
@@ -189,11 +190,9 @@ class JobSpec(BaseModel):
         if value is None or not value.strip():
             return None
         value = value.strip()
-        if not JOB_NAME.match(value):
-            raise ValueError(
-                f"{value!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a "
-                "letter or digit"
-            )
+        problem = job_name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @model_validator(mode="after")
@@ -230,7 +229,7 @@ class JobSpec(BaseModel):
         else:
             base = self.program.rstrip("/").rsplit("/", 1)[-1]
             stem = base.removesuffix(".py") or "job"
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "job"
+        stem = path_stem(stem, limit=64)
         return f"{self.kind.value}-{stem}"[:64]
 
     @property
@@ -299,8 +298,9 @@ def parse_env(items: list[str] | tuple[str, ...]) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep:
             raise JobSpecError("env", f"{item!r} is not NAME=VALUE")
-        if not ENV_NAME.match(key):
-            raise JobSpecError("env", f"{key!r} is not a valid variable name")
+        problem = env_name_problem(key)
+        if problem:
+            raise JobSpecError("env", problem)
         env[key] = value
     return env
 

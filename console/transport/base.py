@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import enum
-import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 
 from console.errors import TransportError
 from console.inventory import Host
+from console.names import env_name_problem
 
 
 class HostState(enum.StrEnum):
@@ -122,9 +122,6 @@ class HostConnection(abc.ABC):
         """Drop the connection and stop reconnecting."""
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
 def with_env(command: Command, env: Mapping[str, str] | None) -> str:
     """``command`` as a shell line that first exports ``env`` (values quoted).
 
@@ -136,7 +133,8 @@ def with_env(command: Command, env: Mapping[str, str] | None) -> str:
     if not env:
         return line
     for name in env:
-        if not _ENV_NAME.match(name):
-            raise TransportError(f"invalid environment variable name {name!r}")
+        problem = env_name_problem(name)
+        if problem:
+            raise TransportError(problem)
     assignments = " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items())
     return f"export {assignments}; {line}"

@@ -195,7 +195,7 @@ def test_invalid_inventory_exits_2_with_file_and_line(tmp_path: Path) -> None:
     code, out, err, _ = check(str(inventory))
     assert code == 2 and out == ""
     assert err.strip() == (
-        f"distconsole: {inventory}:6: hosts[1].port: must be between 1 and 65535, got 0"
+        f"distconsole check: {inventory}:6: hosts[1].port: must be between 1 and 65535, got 0"
     )
 
 

@@ -59,7 +59,7 @@ async def test_errors_show_next_to_the_field_they_concern() -> None:
         await set_field(pilot, screen, "gpus_per_host", "2")
         assert text(screen, "#error-gpus_per_host") == ""
         await set_field(pilot, screen, "env", "1BAD=x")
-        assert "not a valid variable name" in text(screen, "#error-env")
+        assert "not a valid environment variable name" in text(screen, "#error-env")
         await set_field(pilot, screen, "env", "NCCL_DEBUG=INFO")
         await set_field(pilot, screen, "master_port", "80")
         assert "between 1024 and 65535" in text(screen, "#error-master_port")

@@ -60,8 +60,8 @@ def test_example_program_and_name() -> None:
         ({"gpus_per_host": "two"}, "gpus_per_host", "whole number"),
         ({"gpus_per_host": 1.5}, "gpus_per_host", "whole number"),
         ({"workdir": "relative/dir"}, "workdir", "absolute"),
-        ({"env": {"1BAD": "x"}}, "env", "not a valid variable name"),
-        ({"env": {"A-B": "x"}}, "env", "not a valid variable name"),
+        ({"env": {"1BAD": "x"}}, "env", "not a valid environment variable name"),
+        ({"env": {"A-B": "x"}}, "env", "not a valid environment variable name"),
         ({"env": {"OK": "a\x00b"}}, "env", "NUL"),
         ({"interface": "eth0; rm -rf /"}, "interface", "not a network interface"),
         ({"interface": "a" * 16}, "interface", "not a network interface"),
@@ -110,7 +110,7 @@ def test_world_size_placeholder_needs_no_total_steps() -> None:
 
 def test_parse_env() -> None:
     assert parse_env(["A=1", "B=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
-    for bad, words in (("NOEQUALS", "NAME=VALUE"), ("9X=1", "valid variable name")):
+    for bad, words in (("NOEQUALS", "NAME=VALUE"), ("9X=1", "valid environment variable name")):
         with pytest.raises(JobSpecError) as info:
             parse_env([bad])
         assert info.value.field == "env" and words in info.value.detail
