@@ -1,9 +1,10 @@
-"""Shared fixtures: a real sshd cluster on loopback and a black-hole TCP port."""
+"""Shared fixtures: a real sshd cluster on loopback, a black-hole TCP port, and a scripted
+in-process SSH server for fault tests."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 # Test modules import the fixture's types as ``from sshd_cluster import SshdCluster``.
 sys.path.insert(0, str(Path(__file__).parent))
 
+from scripted_ssh import ScriptedSshServer
 from sshd_cluster import (
     BlackHole,
     SshdCluster,
@@ -46,3 +48,24 @@ def black_hole() -> Iterator[BlackHole]:
     """A loopback port that accepts TCP connections and never answers (``.address``, ``.port``)."""
     with black_hole_socket() as hole:
         yield hole
+
+
+@pytest.fixture
+async def scripted_ssh(
+    tmp_path: Path,
+) -> AsyncIterator[Callable[..., Awaitable[ScriptedSshServer]]]:
+    """Factory: ``server = await scripted_ssh(name="node0")`` starts a SCRIPTED in-process
+    asyncssh server (tests/scripted_ssh.py; no root, no OpenSSH); closed after the test."""
+    servers: list[ScriptedSshServer] = []
+
+    async def make(name: str = "node0") -> ScriptedSshServer:
+        server = ScriptedSshServer(tmp_path / f"scripted-{len(servers)}", name=name)
+        servers.append(server)
+        await server.start()
+        return server
+
+    yield make
+    for server in servers:
+        await server.close()
+    errors = [e for s in servers for e in s.errors]
+    assert not errors, f"the scripted server failed while serving: {errors}"

@@ -120,7 +120,7 @@ class SshRemoteProcess(RemoteProcess):
         except (asyncssh.Error, OSError):
             return None
         await asyncio.gather(self._stderr_task, return_exceptions=True)
-        return self._process.exit_status
+        return _exit_code(self._process)
 
     def close(self) -> None:
         self._process.close()
@@ -327,14 +327,10 @@ class SshConnection(HostConnection):
             _kill(process)  # cancelled by the caller: do not leave the command behind
             raise
         self.touch()
-        if process.exit_status is None:
-            # No exit-status: the channel closed because the connection went away, or
-            # the command died of a signal.
-            if process.exit_signal is None:
-                raise HostUnavailable(self.host.name, "down", "connection lost while running")
-            exit_status = 128 + _signal_number(process.exit_signal[0])
-        else:
-            exit_status = process.exit_status
+        exit_status = _exit_code(process)
+        if exit_status is None:
+            # Neither exit-status nor exit-signal: the connection went away.
+            raise HostUnavailable(self.host.name, "down", "connection lost while running")
         return CommandResult(exit_status, stdout or "", stderr or "", time.monotonic() - started)
 
     async def start(
@@ -368,6 +364,14 @@ def _kill(process: asyncssh.SSHClientProcess[str]) -> None:
     with contextlib.suppress(asyncssh.Error, OSError):
         process.send_signal("KILL")
     process.close()
+
+
+def _exit_code(process: asyncssh.SSHClientProcess[Any]) -> int | None:
+    """The exit status, 128+N for a command killed by signal N (as a shell, and the local
+    transport, report it; asyncssh reports -1 then), None when neither came."""
+    if process.exit_signal is not None:
+        return 128 + _signal_number(process.exit_signal[0])
+    return process.exit_status
 
 
 def _signal_number(name: str) -> int:

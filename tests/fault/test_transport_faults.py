@@ -1,0 +1,282 @@
+"""The ssh transport and pool against a SCRIPTED in-process SSH server (tests/scripted_ssh.py):
+states, reconnects, refused channels, exit statuses and signals, host keys. No root."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from scripted_ssh import Reply, ScriptedSshServer, Stream
+
+from console.errors import CommandTimeout, HostUnavailable, TransportError
+from console.transport import ClusterConnections, HostState
+from console.transport.base import HostStatus
+
+pytestmark = pytest.mark.timeout(30)
+
+Scripted = Callable[..., Awaitable[ScriptedSshServer]]
+
+
+def pool_of(*servers: ScriptedSshServer, **overrides: Any) -> ClusterConnections:
+    # ssh_config=[]: no ~/.ssh/config of whoever runs the tests
+    return ClusterConnections([s.host(**overrides) for s in servers], ssh_config=[])
+
+
+async def until(
+    pool: ClusterConnections,
+    name: str,
+    predicate: Callable[[HostStatus], bool],
+    within: float = 10.0,
+) -> HostStatus:
+    """The first status of ``name`` (current or later) that satisfies ``predicate``."""
+
+    async def watch() -> HostStatus:
+        async for status in pool.subscribe():
+            if status.name == name and predicate(status):
+                return status
+        raise AssertionError("pool closed")
+
+    return await asyncio.wait_for(watch(), within)
+
+
+def state_is(state: HostState) -> Callable[[HostStatus], bool]:
+    return lambda s: s.state is state
+
+
+async def test_connect_up_and_run_real_command(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    async with pool_of(server) as pool:
+        statuses = await pool.wait_settled()
+        status = statuses["node0"]
+        assert status.state is HostState.UP, status
+        assert status.latency_ms is not None and status.last_seen is not None
+        result = await pool["node0"].run(
+            'echo "$GREETING"; cat; echo err >&2; exit 4', input="in\n", env={"GREETING": "a b"}
+        )
+    assert (result.exit_status, result.stdout, result.stderr) == (4, "a b\nin\n", "err\n")
+
+
+async def test_scripted_reply_chunks_and_exit_status(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    # Output split mid-line and mid-character (UTF-8 "é" is two bytes).
+    server.on(
+        "report",
+        Reply(stdout=[b"first li", b"ne\ncaf\xc3", b"\xa9\n"], stderr=["bad\n"], exit_status=3),
+    )
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        result = await pool["node0"].run(["report", "--all"])
+    assert result.exit_status == 3 and not result.ok
+    assert result.stdout == "first line\ncafé\n" and result.stderr == "bad\n"
+    assert server.sessions[-1].command == "report --all"
+
+
+@pytest.mark.parametrize(("name", "expected"), [("KILL", 137), ("TERM", 143), ("SEGV", 139)])
+async def test_exit_by_signal_is_128_plus_signal(
+    scripted_ssh: Scripted, name: str, expected: int
+) -> None:
+    """A command that dies of a signal reports 128+N, like a shell and like the local
+    transport (asyncssh itself reports exit_status -1 with the exit signal)."""
+    server = await scripted_ssh()
+    server.on("die", Reply(stdout=["partial\n"], signal=name))
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        conn = pool["node0"]
+        result = await conn.run("die")
+        assert (result.exit_status, result.stdout) == (expected, "partial\n")
+        # A real process killed by the signal, through bash, reports the same.
+        real = await conn.run(f"kill -{name} $$")
+        assert real.exit_status == expected
+        # A started (long-lived) process reports the same through wait().
+        process = await conn.start("die")
+        assert [line async for line in process.lines()] == ["partial"]
+        assert await process.wait() == expected
+
+
+async def test_started_process_streams_and_exits(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    server.on("ticker", Stream(interval=0.01, count=5, then="exit"))
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        process = await pool["node0"].start("ticker")
+        lines = [line async for line in process.lines()]
+        assert lines == [f"line {i}" for i in range(5)]
+        assert await process.wait() == 0
+
+
+async def test_command_timeout_kills_the_remote_command(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    server.on("forever", Stream(interval=0.05, then="hang"))
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        started = time.monotonic()
+        with pytest.raises(CommandTimeout):
+            await pool["node0"].run("forever", timeout=0.3)
+        assert time.monotonic() - started < 2.0
+        # The console sent the command a KILL (sshd forwards it to the process group).
+        for _ in range(50):
+            if server.sessions[-1].signals:
+                break
+            await asyncio.sleep(0.02)
+        assert server.sessions[-1].signals == ["KILL"]
+        assert pool["node0"].status.state is HostState.UP
+
+
+async def test_server_gone_is_down_with_reason_then_reconnects_with_backoff(
+    scripted_ssh: Scripted,
+) -> None:
+    server = await scripted_ssh()
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        assert server.connects == 1
+        await server.stop()
+        down = await until(pool, "node0", state_is(HostState.DOWN), within=5)
+        assert down.reason.startswith("connection lost"), down
+        # Retries find nobody listening: the reason says so, the host stays down.
+        refused = await until(pool, "node0", lambda s: "refused" in s.reason, within=5)
+        assert refused.state is HostState.DOWN and str(server.port) in refused.reason
+        with pytest.raises(HostUnavailable):
+            await pool["node0"].run("true")
+        await asyncio.sleep(0.3)
+        await server.start()
+        started = time.monotonic()
+        up = await until(pool, "node0", state_is(HostState.UP), within=10)
+        # Back-off after ~1.5 s of failures is at most 2 s (+25 % jitter) from first 0.5 s.
+        assert time.monotonic() - started < 4.0
+        assert up.reason == ""
+        assert (await pool["node0"].run("echo back")).stdout == "back\n"
+        assert server.connects == 2
+
+
+async def test_backoff_grows_between_attempts(scripted_ssh: Scripted) -> None:
+    """While the port answers TCP but closes at once, attempts come with growing gaps
+    (0.5 s doubling, +-25 % jitter), not in a tight loop."""
+    server = await scripted_ssh()
+    attempts: list[float] = []
+
+    def slam(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        attempts.append(time.monotonic())
+        writer.close()
+
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        await server.stop()
+        slammer = await asyncio.start_server(slam, "127.0.0.1", server.port, reuse_address=True)
+        try:
+            await asyncio.sleep(2.8)
+        finally:
+            slammer.close()
+            await slammer.wait_closed()
+        state = pool["node0"].status
+    assert state.state is HostState.DOWN and state.reason
+    gaps = [b - a for a, b in itertools.pairwise(attempts)]
+    # Attempts ~0.5 s after the loss, then gaps of ~0.5 s and ~1 s (the next is ~2 s on):
+    # three attempts in 2.8 s, the second gap longer than the first whatever the jitter.
+    assert len(attempts) == 3, attempts
+    assert 0.3 < gaps[0] < 0.7 and gaps[1] > gaps[0], gaps
+
+
+async def test_connection_dropped_mid_command_is_host_unavailable(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    server.on("halfway", Reply(stdout=["some output\n"], drop=True))
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        with pytest.raises(HostUnavailable):
+            await asyncio.wait_for(pool["node0"].run("halfway"), 5)
+        await until(pool, "node0", state_is(HostState.DOWN), within=5)
+        await until(pool, "node0", state_is(HostState.UP), within=5)
+
+
+async def test_stream_dropped_mid_way_ends_lines_and_wait_is_none(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    server.on("ticker", Stream(interval=0.01, count=3, then="drop"))
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        process = await pool["node0"].start("ticker")
+        lines = await asyncio.wait_for(_collect(process.lines()), 5)
+        assert lines == ["line 0", "line 1", "line 2"]
+        assert await asyncio.wait_for(process.wait(), 5) is None
+        down = await until(pool, "node0", state_is(HostState.DOWN), within=5)
+        assert "connection lost" in down.reason
+
+
+async def _collect(lines: AsyncIterator[str]) -> list[str]:
+    return [line async for line in lines]
+
+
+async def test_refused_channels_are_an_error_not_a_hang(scripted_ssh: Scripted) -> None:
+    """Past MaxSessions sshd refuses the channel; the connection itself stays up."""
+    server = await scripted_ssh()
+    server.max_sessions = 2
+    server.on("forever", Stream(interval=0.05, then="hang"))
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        conn = pool["node0"]
+        held = [await conn.start("forever"), await conn.start("forever")]
+        with pytest.raises(TransportError, match="MaxSessions") as refused_start:
+            await asyncio.wait_for(conn.start("forever"), 5)
+        assert not isinstance(refused_start.value, HostUnavailable)
+        with pytest.raises(TransportError, match="MaxSessions"):
+            await asyncio.wait_for(conn.run("true"), 5)
+        outcomes = await asyncio.wait_for(pool.run_all("true"), 5)
+        assert isinstance(outcomes["node0"], TransportError)
+        assert conn.status.state is HostState.UP and server.refused == 3
+        # A session ends: the next one gets its channel.
+        held.pop().close()
+        for _ in range(50):
+            if len(server.handlers) < 2:
+                break
+            await asyncio.sleep(0.02)
+        assert (await asyncio.wait_for(conn.run("echo ok"), 5)).stdout == "ok\n"
+        for process in held:
+            process.close()
+
+
+async def test_changed_host_key_is_rejected_until_trusted(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    async with pool_of(server) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        await server.stop()
+        await server.start(new_host_key=True)  # reinstalled host, or a man in the middle
+        rejected = await until(pool, "node0", state_is(HostState.HOST_KEY_REJECTED), within=10)
+        assert "host key" in rejected.reason and "ssh-keyscan" in rejected.reason
+        connects = server.connects
+        # It waits for the user: no retry loop against a host it must not trust.
+        await asyncio.sleep(1.5)
+        assert server.connects == connects
+        assert pool["node0"].status.state is HostState.HOST_KEY_REJECTED
+        with pytest.raises(HostUnavailable, match="host-key-rejected"):
+            await pool["node0"].run("true")
+        # The user trusts the new key and presses retry.
+        server.known_hosts_path.write_text(server.known_hosts_line())
+        pool.reconnect_now("node0")
+        await until(pool, "node0", state_is(HostState.UP), within=5)
+
+
+async def test_unknown_host_key_is_rejected_on_first_connect(scripted_ssh: Scripted) -> None:
+    server = await scripted_ssh()
+    other = await scripted_ssh("other")
+    # known_hosts names another server's key for this address and port.
+    server.known_hosts_path.write_text(server.known_hosts_line(other.host_key))
+    async with pool_of(server) as pool:
+        statuses = await pool.wait_settled(timeout=10)
+    assert statuses["node0"].state is HostState.HOST_KEY_REJECTED, statuses
+    assert server.sessions == []
+
+
+async def test_one_host_down_does_not_hold_up_the_others(scripted_ssh: Scripted) -> None:
+    up = await scripted_ssh("node0")
+    gone = await scripted_ssh("node1")
+    await gone.stop()
+    async with pool_of(up, gone) as pool:
+        statuses = await pool.wait_settled(timeout=10)
+        assert statuses["node0"].state is HostState.UP
+        assert statuses["node1"].state is HostState.DOWN
+        outcomes = await asyncio.wait_for(pool.run_all("echo hi", timeout=5), 5)
+    result = outcomes["node0"]
+    assert not isinstance(result, Exception) and result.stdout == "hi\n"
+    assert isinstance(outcomes["node1"], HostUnavailable)
