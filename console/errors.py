@@ -10,6 +10,7 @@ maps errors to statuses in one place: 2 for bad input (options, inventory, job s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 EXIT_OK = 0
@@ -52,7 +53,17 @@ class InventoryError(ConsoleError):
         self.detail = message
         where = path if line is None else f"{path}:{line}"
         what = f"{field}: " if field else ""
+        self.problems: tuple[InventoryError, ...] = (self,)
         super().__init__(f"{where}: {what}{message}")
+
+    @classmethod
+    def several(cls, problems: Sequence[InventoryError]) -> InventoryError:
+        """One error for every problem of a file: the first one's fields, one line each."""
+        first = problems[0]
+        error = cls(first.detail, path=first.path, line=first.line, field=first.field)
+        error.problems = tuple(problems)
+        error.args = ("\n".join(str(p) for p in problems),)
+        return error
 
 
 class TransportError(ConsoleError):

@@ -30,6 +30,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from console.errors import InventoryError
 from console.names import env_name_problem, host_name_problem, interfaces_problem
+from console.validation import Problem, problems
 
 LOCAL_ADDRESS = "local"
 
@@ -236,7 +237,7 @@ def load(path: str | Path) -> Inventory:
     """
     # Imported here so that `import console.inventory` stays cheap for code that only
     # needs the models.
-    from console import inventory_formats
+    from console import inventory_formats, inventory_hostfile
 
     shown = str(path)
     try:
@@ -250,8 +251,8 @@ def load(path: str | Path) -> Inventory:
     except OSError as exc:
         raise InventoryError(f"cannot read: {exc.strerror}", path=shown) from None
     base = Path(path).resolve().parent
-    if inventory_formats.looks_like_hostfile(text):
-        return inventory_formats.load_hostfile(text, shown)
+    if inventory_hostfile.looks_like_hostfile(text):
+        return inventory_hostfile.load_hostfile(text, shown)
     return inventory_formats.load_yaml(text, shown, base)
 
 
@@ -260,17 +261,6 @@ def build_host(fields: Mapping[str, Any]) -> Host:
     return Host.model_validate(dict(fields))
 
 
-def describe_validation_error(error: ValidationError) -> tuple[tuple[Any, ...], str]:
-    """The first problem of a ValidationError as (loc, one-line message for a person)."""
-    first = error.errors()[0]
-    loc = tuple(first["loc"])
-    kind = first["type"]
-    if kind == "extra_forbidden":
-        return loc, f"unknown key (known keys: {', '.join(sorted(Host.model_fields))})"
-    if kind == "missing":
-        return loc, "is required"
-    message = str(first["msg"])
-    message = message.removeprefix("Value error, ")
-    if kind not in ("value_error",) and isinstance(first.get("input"), str | int | float):
-        message = f"{message} (got {first['input']!r})"
-    return loc, message
+def host_problems(error: ValidationError) -> list[Problem]:
+    """Every problem of a host's ValidationError, worded for people."""
+    return problems(error, known_keys=Host.model_fields)

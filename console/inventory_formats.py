@@ -1,16 +1,14 @@
-"""The three inventory file formats -> :class:`console.inventory.Inventory`.
+"""hosts.yaml -> :class:`console.inventory.Inventory`.
 
-hosts.yaml is read with ruamel.yaml's round-trip loader because it remembers where
-every key sits, so a pydantic error on ``hosts[1].port`` can name the line of that key.
-pssh host_files and Open MPI hostfiles are one host per line and share one grammar
-here: ``[user@]host[:port] [slots=N] [max_slots=M]``.
+Read with ruamel.yaml's round-trip loader because it remembers where every key sits, so
+a pydantic error on ``hosts[1].port`` can name the line of that key. Every problem of
+the file is reported in one pass, each at its own line (console/validation.py words them).
+pssh host_files and Open MPI hostfiles are read by console/inventory_hostfile.py.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +17,18 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from console.errors import InventoryError
-from console.inventory import Host, Inventory, build_host, describe_validation_error
+from console.inventory import Host, Inventory, build_host, host_problems
+from console.inventory_hostfile import HostSpecError, parse_host_spec
 from console.names import env_name_problem
+from console.validation import did_you_mean
 
 TOP_LEVEL_KEYS = ("defaults", "hosts")
 _LOCAL_PATH_KEYS = ("identity_file", "known_hosts")
 _PER_HOST_ONLY = ("name", "address")
 
-# A line that can only be YAML: a `key:` mapping entry, a `- ` list item, a flow mapping.
-_YAML_LINE = re.compile(r"^\s*(-(\s|$)|\{|---|[^\s#]*[^\s#:]:(\s|$))")
-_SPEC = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]\s]+\]|[^:@\s]+)(?::(?P<port>[^:]*))?$")
-_HOSTFILE_OPTIONS = {"slots": "slots", "max_slots": "max_slots", "max-slots": "max_slots"}
-
-
-# ---------------------------------------------------------------------------------------
-# hosts.yaml
-
 
 def load_yaml(text: str, path: str, base: Path) -> Inventory:
+    """hosts.yaml -> Inventory; every problem of the file in one InventoryError."""
     try:
         doc = YAML(typ="rt").load(text)
     except MarkedYAMLError as exc:
@@ -54,47 +46,41 @@ def load_yaml(text: str, path: str, base: Path) -> Inventory:
             path=path,
             line=1,
         )
+    found = _Problems(path)
     for key in doc:
         if key not in TOP_LEVEL_KEYS:
-            raise InventoryError(
-                f"unknown top-level key (known: {', '.join(TOP_LEVEL_KEYS)})",
-                path=path,
-                line=_key_line(doc, key),
-                field=str(key),
-            )
+            guess = did_you_mean(str(key), TOP_LEVEL_KEYS)
+            hint = f"did you mean {guess!r}?" if guess else f"known: {', '.join(TOP_LEVEL_KEYS)}"
+            found.add(f"unknown top-level key; {hint}", _key_line(doc, key), str(key))
     defaults = doc.get("defaults")
     if defaults is None:
         defaults = {}
     elif not isinstance(defaults, dict):
-        raise InventoryError(
-            "must be a mapping of host keys",
-            path=path,
-            line=_key_line(doc, "defaults"),
-            field="defaults",
-        )
+        found.add("must be a mapping of host keys", _key_line(doc, "defaults"), "defaults")
+        defaults = {}
     for key in _PER_HOST_ONLY:
         if key in defaults:
-            raise InventoryError(
+            found.add(
                 "is per host and cannot be a default",
-                path=path,
-                line=_key_line(defaults, key),
-                field=f"defaults.{key}",
+                _key_line(defaults, key),
+                f"defaults.{key}",
             )
+    entries = doc.get("hosts")
     if "hosts" not in doc:
-        raise InventoryError("is required: list the hosts", path=path, line=1, field="hosts")
-    entries = doc["hosts"]
-    if not isinstance(entries, list):
-        raise InventoryError(
-            "must be a list of hosts", path=path, line=_key_line(doc, "hosts"), field="hosts"
-        )
-    if not entries:
-        raise InventoryError(
-            "no hosts listed", path=path, line=_key_line(doc, "hosts"), field="hosts"
-        )
-    reader = _YamlHosts(path, base, defaults, doc)
+        found.add("is required: list the hosts", 1, "hosts")
+    elif not isinstance(entries, list):
+        found.add("must be a list of hosts", _key_line(doc, "hosts"), "hosts")
+    elif not entries:
+        found.add("no hosts listed", _key_line(doc, "hosts"), "hosts")
+    if not isinstance(entries, list) or not entries:
+        found.raise_any()
+        raise AssertionError("unreachable: a problem was recorded above")
+    reader = _YamlHosts(path, base, defaults, doc, found)
     hosts = [reader.host(i, entry) for i, entry in enumerate(entries)]
     seen: dict[str, int] = {}
     for i, host in enumerate(hosts):
+        if host is None:
+            continue
         if host.name in seen:
             first = seen[host.name]
             entry = entries[i]
@@ -104,50 +90,69 @@ def load_yaml(text: str, path: str, base: Path) -> Inventory:
                 if isinstance(entry, dict)
                 else (_item_line(entries, i))
             )
-            raise InventoryError(
+            found.add(
                 f"duplicate host name {host.name!r} (also hosts[{first}], line "
                 f"{_item_line(entries, first)})",
-                path=path,
-                line=line,
-                field=f"hosts[{i}].name",
+                line,
+                f"hosts[{i}].name",
             )
+            continue
         seen[host.name] = i
-    return Inventory(path=path, hosts=tuple(hosts), format="yaml")
+    found.raise_any()
+    return Inventory(path=path, hosts=tuple(h for h in hosts if h is not None), format="yaml")
+
+
+class _Problems:
+    """Every problem found in one file, each once (a bad default shows up for each host)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.items: dict[str, InventoryError] = {}
+
+    def add(self, message: str, line: int | None, field: str) -> None:
+        error = InventoryError(message, path=self.path, line=line, field=field)
+        self.items.setdefault(str(error), error)
+
+    def raise_any(self) -> None:
+        if self.items:
+            ordered = sorted(self.items.values(), key=lambda e: (e.line or 0, e.field or ""))
+            raise InventoryError.several(ordered)
 
 
 class _YamlHosts:
-    """Turns one `hosts:` entry plus `defaults:` into a Host, locating any error."""
+    """Turns one `hosts:` entry plus `defaults:` into a Host, recording where each problem
+    of it sits (a host with problems gives None)."""
 
-    def __init__(self, path: str, base: Path, defaults: Any, doc: Any) -> None:
+    def __init__(self, path: str, base: Path, defaults: Any, doc: Any, found: _Problems) -> None:
         self.path = path
         self.base = base
         self.defaults = defaults
         self.doc = doc
+        self.found = found
         self.default_env = self._env(defaults, "defaults")
 
-    def fail(self, message: str, line: int | None, field: str) -> InventoryError:
-        return InventoryError(message, path=self.path, line=line, field=field)
-
-    def host(self, index: int, entry: Any) -> Host:
+    def host(self, index: int, entry: Any) -> Host | None:
         entries = self.doc["hosts"]
         where = f"hosts[{index}]"
         entry_line = _item_line(entries, index)
         if isinstance(entry, str):
             try:
                 user, address, port = parse_host_spec(entry)
-            except _SpecError as exc:
-                raise self.fail(exc.message, entry_line, f"{where}.{exc.field}") from None
+            except HostSpecError as exc:
+                self.found.add(exc.message, entry_line, f"{where}.{exc.field}")
+                return None
             entry = {"address": address}
             if user is not None:
                 entry["user"] = user
             if port is not None:
                 entry["port"] = port
         elif not isinstance(entry, dict):
-            raise self.fail(
+            self.found.add(
                 "must be a mapping (name, address, ...) or a '[user@]host[:port]' string",
                 entry_line,
                 where,
             )
+            return None
         merged: dict[str, Any] = {k: _plain(v) for k, v in self.defaults.items() if k != "env"}
         merged.update({k: _plain(v) for k, v in entry.items() if k != "env"})
         merged["env"] = {**self.default_env, **self._env(entry, where)}
@@ -161,33 +166,43 @@ class _YamlHosts:
         try:
             return build_host(merged)
         except ValidationError as exc:
-            loc, message = describe_validation_error(exc)
-            if name_from_address and loc and loc[0] == "name":
-                loc = ("address", *loc[1:])
-            line, field = self._locate(entry, entry_line, where, loc)
-            raise self.fail(message, line, field) from None
+            wrong = host_problems(exc)
+            address_wrong = any(p.key == "address" for p in wrong)
+            for problem in wrong:
+                loc = problem.loc
+                if name_from_address and loc and loc[0] == "name":
+                    if address_wrong:
+                        continue  # the same value, already reported as the address
+                    loc = ("address", *loc[1:])
+                elif loc == ("name",) and problem.kind == "missing" and "name" not in entry:
+                    continue  # the name defaults to the address, whose own problem is shown
+                line, field = self._locate(entry, entry_line, where, loc)
+                self.found.add(problem.message, line, field)
+            return None
 
     def _env(self, mapping: Any, where: str) -> dict[str, str]:
         if not isinstance(mapping, dict) or mapping.get("env") is None:
             return {}
         env = mapping["env"]
         if not isinstance(env, dict):
-            raise self.fail(
+            self.found.add(
                 "must be a mapping of NAME: value", _key_line(mapping, "env"), f"{where}.env"
             )
+            return {}
         out: dict[str, str] = {}
         for key, value in env.items():
             line = _key_line(env, key, _key_line(mapping, "env"))
             field = f"{where}.env.{key}"
             problem = env_name_problem(key)
             if problem:
-                raise self.fail(problem, line, field)
-            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                self.found.add(problem, line, field)
+            elif isinstance(value, bool) or not isinstance(value, str | int | float):
                 shown = "null" if value is None else repr(_plain(value))
-                raise self.fail(
+                self.found.add(
                     f"value must be a string or a number, got {shown} (quote it)", line, field
                 )
-            out[key] = str(value)
+            else:
+                out[key] = str(value)
         return out
 
     def _locate(
@@ -242,123 +257,3 @@ def _item_line(seq: Any, index: int, fallback: int | None = None) -> int | None:
         return int(seq.lc.item(index)[0]) + 1
     except (AttributeError, KeyError, TypeError, IndexError):
         return fallback
-
-
-# ---------------------------------------------------------------------------------------
-# pssh host_file / Open MPI hostfile
-
-
-class _SpecError(Exception):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-def parse_host_spec(spec: str) -> tuple[str | None, str, int | None]:
-    """``[user@]host[:port]`` (IPv6 as ``[addr]:port`` or bare) -> (user, host, port)."""
-    if spec.count(":") > 1 and not spec.startswith("[") and "]" not in spec:
-        user, _, host = spec.rpartition("@")
-        return (user or None), host, None
-    match = _SPEC.match(spec)
-    if not match:
-        raise _SpecError("host", f"{spec!r} is not [user@]host[:port]")
-    host = match["host"].strip("[]")
-    port_text = match["port"]
-    port: int | None = None
-    if port_text is not None:
-        if not port_text.isdigit():
-            raise _SpecError("port", f"{port_text!r} is not a port number")
-        port = int(port_text)
-    return match["user"], host, port
-
-
-def looks_like_hostfile(text: str) -> bool:
-    """True when no line can only be YAML (pssh and MPI lines never hold `key: `)."""
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    return bool(lines) and not any(_YAML_LINE.match(ln) for ln in lines)
-
-
-def load_hostfile(text: str, path: str) -> Inventory:
-    rows: list[tuple[int, dict[str, Any]]] = []
-    mpi = False
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        # `#` starts a comment anywhere: it cannot appear in a host, user or number.
-        content = raw.split("#", 1)[0].strip()
-        if not content:
-            continue
-        spec, *options = content.split()
-        try:
-            user, address, port = parse_host_spec(spec)
-        except _SpecError as exc:
-            raise InventoryError(exc.message, path=path, line=lineno, field=exc.field) from None
-        fields: dict[str, Any] = {"address": address, "user": user, "port": port}
-        found: dict[str, int] = {}
-        for option in options:
-            key, sep, value = option.partition("=")
-            if not sep:
-                raise InventoryError(
-                    f"unexpected {option!r}: expected key=value such as slots=4",
-                    path=path,
-                    line=lineno,
-                    field=option,
-                )
-            if key not in _HOSTFILE_OPTIONS:
-                raise InventoryError(
-                    "unknown option (known: slots, max_slots)",
-                    path=path,
-                    line=lineno,
-                    field=key,
-                )
-            if not value.isdigit():
-                raise InventoryError(
-                    f"must be a whole number >= 0, got {value!r}",
-                    path=path,
-                    line=lineno,
-                    field=key,
-                )
-            found[_HOSTFILE_OPTIONS[key]] = int(value)
-            mpi = True
-        if "slots" in found and "max_slots" in found and found["max_slots"] < found["slots"]:
-            raise InventoryError(
-                f"max_slots ({found['max_slots']}) is less than slots ({found['slots']})",
-                path=path,
-                line=lineno,
-                field="max_slots",
-            )
-        if "slots" in found:
-            fields["gpus"] = found["slots"]
-        rows.append((lineno, fields))
-    if not rows:
-        raise InventoryError("no hosts listed", path=path, field="hosts")
-    return Inventory(
-        path=path, hosts=_hostfile_hosts(rows, path), format=("mpi-hostfile" if mpi else "pssh")
-    )
-
-
-def _hostfile_hosts(rows: list[tuple[int, dict[str, Any]]], path: str) -> tuple[Host, ...]:
-    per_address = Counter(fields["address"] for _, fields in rows)
-    hosts: list[Host] = []
-    first_line: dict[str, int] = {}
-    names = {"address": "host", "name": "host", "gpus": "slots"}
-    for lineno, fields in rows:
-        address = fields["address"]
-        # Several sshd on one machine (different ports) are several hosts.
-        name = address if per_address[address] == 1 else f"{address}:{fields['port'] or 22}"
-        if name in first_line:
-            raise InventoryError(
-                f"host {name!r} is listed twice (first on line {first_line[name]})",
-                path=path,
-                line=lineno,
-                field="host",
-            )
-        first_line[name] = lineno
-        try:
-            hosts.append(build_host({"name": name, **fields}))
-        except ValidationError as exc:
-            loc, message = describe_validation_error(exc)
-            key = str(loc[0]) if loc else "host"
-            raise InventoryError(
-                message, path=path, line=lineno, field=names.get(key, key)
-            ) from None
-    return tuple(hosts)

@@ -29,6 +29,7 @@ from console.names import (
     job_name_problem,
     path_stem,
 )
+from console.validation import first_problem
 
 EXAMPLE_PREFIX = "example:"
 EXAMPLES = ("ddp", "horovod", "ps")
@@ -249,38 +250,24 @@ class _FieldProblem(ValueError):
         super().__init__(message)
 
 
-_TYPE_MESSAGES = {
-    "int_parsing": "must be a whole number",
-    "int_type": "must be a whole number",
-    "int_from_float": "must be a whole number",
-    "bool_parsing": "must be true or false",
-    "bool_type": "must be true or false",
-    "enum": "must be one of: " + ", ".join(k.value for k in JobKind),
-    "literal_error": "must be one of: gloo, mpi",
-    "missing": "is required",
-    "extra_forbidden": "is not a job spec field",
-    "string_type": "must be text",
+# Wording for the spec's own fields; everything else reads as in console/validation.py.
+_WORDING = {
+    ("kind", "enum"): "must be one of: " + ", ".join(k.value for k in JobKind),
+    ("horovod_launcher", "literal_error"): "must be gloo or mpi",
 }
 
 
 def _spec_error(exc: ValidationError) -> JobSpecError:
-    err = exc.errors()[0]
-    loc = err.get("loc", ())
-    ctx = err.get("ctx") or {}
-    inner = ctx.get("error")
+    inner = (exc.errors()[0].get("ctx") or {}).get("error")
     if isinstance(inner, _FieldProblem):
         return JobSpecError(inner.field, inner.message)
-    field = str(loc[0]) if loc else "spec"
-    if inner is not None:
-        return JobSpecError(field, str(inner))
-    etype = err.get("type", "")
-    message = _TYPE_MESSAGES.get(etype, err.get("msg", "invalid value"))
-    if etype == "literal_error" and field == "horovod_launcher":
-        message = "must be gloo or mpi"
-    given = err.get("input")
-    if etype not in ("missing",) and isinstance(given, str | int | float):
-        message = f"{message} (got {given!r})"
-    return JobSpecError(field, message)
+    problem = first_problem(
+        exc,
+        known_keys=JobSpec.model_fields,
+        unknown_key="is not a job spec field",
+        overrides=_WORDING,
+    )
+    return JobSpecError(str(problem.key) if problem.loc else "spec", problem.message)
 
 
 def make_spec(**fields: Any) -> JobSpec:

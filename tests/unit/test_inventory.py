@@ -212,7 +212,7 @@ YAML_ERRORS = {
         """,
         6,
         "hosts[1].insecure_host_keys",
-        "valid boolean",
+        "must be true or false",
     ),
     "port-too-big": (
         """
