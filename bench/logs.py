@@ -50,6 +50,7 @@ from logs_ui import KEYS, run_ui  # noqa: E402
 from console.inventory import Host, load  # noqa: E402
 from console.logs.buffer import LogStore  # noqa: E402
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts  # noqa: E402
+from console.logs.frames import read_frames  # noqa: E402
 from console.logs.prefixes import attribute, guess_context  # noqa: E402
 from console.logs.steps import StepTracker  # noqa: E402
 from console.transport import ClusterConnections, HostConnection  # noqa: E402
@@ -128,7 +129,7 @@ def run_decode(args: argparse.Namespace) -> dict[str, Any]:
     StepTracker, read in 256 KiB pieces like the transport hands them over."""
     import io
 
-    from console.logs import follow_program
+    from console.hostprogs import follow_program
 
     out = io.BytesIO()
     program = follow_program.Follower({"files": []}, out)
@@ -151,7 +152,7 @@ def run_decode(args: argparse.Namespace) -> dict[str, Any]:
     buf, paths = bytearray(), dict[int, str]()
     for piece in reads:
         buf += piece
-        frames, used = follow_program.read_frames(buf, paths)
+        frames, used = read_frames(buf, paths)
         del buf[:used]
         lines, advanced = follower.decode(frames)
         follower.cursors.update(advanced)

@@ -31,7 +31,7 @@ Severity = Literal["error", "warning"]
 
 @cache
 def probe_source() -> str:
-    return resources.files("console.jobs.remote").joinpath("probe.py").read_text()
+    return resources.files("console.hostprogs").joinpath("preflight_probe.py").read_text()
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,10 +38,10 @@ CWD_FAILED = 127  # ... when the working directory cannot be entered
 def jobctl_source() -> str:
     """The helper's code without its module docstring: it travels on the command line,
     where ``ps`` on the host shows it; a first comment line says what it is."""
-    text = resources.files("console.jobs.remote").joinpath("jobctl.py").read_text()
+    text = resources.files("console.hostprogs").joinpath("jobctl.py").read_text()
     if text.startswith('"""'):
         text = text[text.index('"""', 3) + 3 :].lstrip("\n")
-    return "# distconsole job helper (console/jobs/remote/jobctl.py)\n" + text
+    return "# distconsole job helper (console/hostprogs/jobctl.py)\n" + text
 
 
 def jobctl_command(host: Host, op: str, args: Mapping[str, Any] | None = None) -> str:

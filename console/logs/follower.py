@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from console.errors import HostUnavailable, JobError, TransportError
-from console.logs import follow_program
-from console.logs.follow_program import read_frames
+from console.hostprogs import follow_program
+from console.hostprogs.ship import HostProgram, shipment
+from console.hostprogs.wire import check_hello, hello
+from console.logs.frames import Data, End, Frame, Hello, Note, Position, read_frames
 from console.logs.models import FileCursor, FollowNote, LineRun, LineRuns, LogBatch
 from console.logs.prefixes import FileAttribution, FileContext, guess_context
 from console.transport.base import HostConnection, RemoteProcess
@@ -111,10 +113,15 @@ class HostLogFollower:
         }
 
     async def _start(self) -> RemoteProcess:
-        argv = [self.conn.host.python or "python3", "-u", "-", json.dumps(self.config())]
-        process = await self.conn.start_bytes(argv)
+        program = HostProgram(
+            follow_program.PROGRAM, program_source(), (json.dumps(self.config()),)
+        )
+        # No setup line: the follower needs nothing but the standard library, and a slow
+        # setup (conda) would delay every resume.
+        sent = shipment(self.conn.host, program, setup=False)
+        process = await self.conn.start_bytes(sent.command)
         try:
-            await process.write(program_source())
+            await process.write(sent.stdin)
             process.write_eof()
         except TransportError:
             process.close()
@@ -137,32 +144,29 @@ class HostLogFollower:
             found = self._attribution[path] = FileAttribution(self.context(path))
         return found
 
-    def decode(
-        self, frames: list[tuple[str, str, int, int | None, bytes]]
-    ) -> tuple[LineRuns, dict[str, FileCursor]]:
+    def decode(self, frames: list[Data]) -> tuple[LineRuns, dict[str, FileCursor]]:
         """Lines and the cursors they advance to, from data frames (see follow_program).
         Lines are never longer than ``max_line``: the program cuts them in bytes, and a
         line has no more characters than bytes."""
         now = self.clock()
         out: list[LineRun] = []
         advanced: dict[str, FileCursor] = {}
-        for _d, path, start, inode, data in frames:
-            out += self.attribution(path).runs(data.decode("utf-8", "replace"), now)
-            advanced[path] = FileCursor(start + len(data), inode)
+        for frame in frames:
+            out += self.attribution(frame.path).runs(frame.data.decode("utf-8", "replace"), now)
+            advanced[frame.path] = FileCursor(frame.start + len(frame.data), frame.inode)
         return LineRuns(out), advanced
 
-    def _data_batch(self, frames: list[Any]) -> LogBatch:
+    def _data_batch(self, frames: list[Data]) -> LogBatch:
         lines, advanced = self.decode(frames)
         self.cursors.update(advanced)
         return LogBatch(self.target.host, lines, (), self.clock())
 
-    def _note(self, record: dict[str, Any]) -> FollowNote:
-        path, kind = record["p"], record["k"]
-        if kind in ("truncated", "rotated"):
-            self.cursors[path] = FileCursor(0, record.get("i"))
-        return FollowNote(self.target.host, path, kind, record.get("m", ""))
+    def _note(self, note: Note) -> FollowNote:
+        if note.kind in ("truncated", "rotated"):
+            self.cursors[note.path] = FileCursor(0, note.inode)
+        return FollowNote(self.target.host, note.path, note.kind, note.message)
 
-    async def _reads(self, process: RemoteProcess) -> AsyncIterator[list[Any]]:
+    async def _reads(self, process: RemoteProcess) -> AsyncIterator[list[Frame]]:
         """The frames of each read, in order; ends when the process or the link ends or
         goes silent."""
         iterator = process.chunks().__aiter__()
@@ -195,6 +199,15 @@ class HostLogFollower:
             if frames:
                 yield frames
 
+    def _check_hello(self, frame: Frame) -> None:
+        """The first control record must be this console's follower hello (HostProgramError)."""
+        check_hello(
+            self.target.host,
+            follow_program.PROGRAM,
+            follow_program.VERSION,
+            _hello_record(frame),
+        )
+
     async def batches(self) -> AsyncIterator[LogBatch]:
         host = self.target.host
         attempt = 0
@@ -213,21 +226,24 @@ class HostLogFollower:
             attempt = 0
             ended = False
             try:
+                greeted = False
                 async for frames in self._reads(process):
-                    data: list[Any] = []
+                    data: list[Data] = []
                     for frame in frames:
-                        if isinstance(frame, tuple):
+                        if not greeted:
+                            self._check_hello(frame)
+                            greeted = True
+                        elif isinstance(frame, Data):
                             data.append(frame)
                             continue
                         if data:  # in order: a note may reset the cursor data advanced
                             yield self._data_batch(data)
                             data = []
-                        kind = frame.get("t")
-                        if kind == "n":
+                        if isinstance(frame, Note):
                             yield LogBatch(host, (), (self._note(frame),), self.clock())
-                        elif kind == "o":
-                            self.cursors[frame["p"]] = FileCursor(frame["o"], frame.get("i"))
-                        elif kind == "end":
+                        elif isinstance(frame, Position):
+                            self.cursors[frame.path] = FileCursor(frame.offset, frame.inode)
+                        elif isinstance(frame, End):
                             ended = True
                             break
                     if data:
@@ -248,6 +264,10 @@ class HostLogFollower:
             self.restarts += 1
             yield LogBatch(host, (), (FollowNote(host, "", "disconnected", ""),), self.clock())
             await asyncio.sleep(self.retry_first_s)
+
+
+def _hello_record(frame: Frame) -> object:
+    return hello(frame.program, frame.version) if isinstance(frame, Hello) else frame
 
 
 async def _exit_status(process: RemoteProcess) -> int | None:

@@ -1,12 +1,10 @@
 """What a host is: OS, kernel, CPUs, memory, Python, torch, GPUs, free disk in work_dir.
 
-One command per host gathers everything: a small Python program sent on stdin to the
-host's ``python3 -`` (after the host's ``setup`` line, so the Python that jobs will use
-is the one asked), with a plain ``sh`` fallback when that Python is missing. Both print
-one marked JSON line; :func:`parse_facts` turns it into :class:`HostFacts`.
-
-torch is looked up with ``importlib.util.find_spec`` and its version read from the
-package metadata: importing torch would take seconds per host.
+One command per host gathers everything: ``console/hostprogs/facts_program.py`` sent on
+stdin to the host's ``python3 -`` (after the host's ``setup`` line, so the Python that
+jobs will use is the one asked), with ``console/hostprogs/facts_shell.py`` as a plain
+``sh`` fallback when that Python is missing. Both print two marked JSON lines, a
+versioned hello and the facts; :func:`parse_facts` turns them into :class:`HostFacts`.
 """
 
 from __future__ import annotations
@@ -15,113 +13,26 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from console.errors import TransportError
+from console.hostprogs import facts_program
+from console.hostprogs.facts_shell import FACTS_SHELL
+from console.hostprogs.ship import HostProgram, python_command, shell_word, with_setup
+from console.hostprogs.wire import check_hello
 from console.inventory import Host
 from console.probe.nvsmi_csv import parse_query_gpu
 from console.transport.base import HostConnection
 
-MARKER = "DISTCONSOLE_FACTS "
-GPU_QUERY = ("nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv")
-NVIDIA_SMI_TIMEOUT_S = 10
+MARKER = facts_program.MARKER
+GPU_QUERY = facts_program.GPU_QUERY
 
-# Runs on the host under any Python 3.6+: no f-strings with `=`, no walrus, no match.
-FACTS_PROGRAM = r"""
-import json, os, platform, shutil, subprocess, sys
-facts = {"via": "python", "notes": []}
-u = os.uname()
-facts["hostname"], facts["kernel"], facts["arch"] = u.nodename, u.release, u.machine
-facts["os"] = None
-try:
-    with open("/etc/os-release") as f:
-        for line in f:
-            if line.startswith("PRETTY_NAME="):
-                facts["os"] = line.split("=", 1)[1].strip().strip("\"'")
-except OSError:
-    facts["os"] = u.sysname
-try:
-    facts["cpus"] = len(os.sched_getaffinity(0))
-except (AttributeError, OSError):
-    facts["cpus"] = os.cpu_count()
-facts["memory_total_bytes"] = None
-try:
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal:"):
-                facts["memory_total_bytes"] = int(line.split()[1]) * 1024
-except (OSError, ValueError, IndexError):
-    pass
-facts["python"] = platform.python_version()
-facts["python_path"] = sys.executable
-facts["torch"] = None
-try:
-    import importlib.util
-    found = importlib.util.find_spec("torch") is not None
-except (ImportError, ValueError):
-    found = False
-if found:
-    try:
-        from importlib.metadata import version
-        facts["torch"] = version("torch")
-    except Exception:
-        facts["torch"] = "unknown"
-smi = shutil.which("nvidia-smi")
-facts["nvidia_smi"] = {"status": "missing", "output": ""}
-if smi:
-    try:
-        done = subprocess.run([smi] + QUERY[1:], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, universal_newlines=True,
-                              timeout=SMI_TIMEOUT)
-        facts["nvidia_smi"] = {"status": "ok" if done.returncode == 0 else "failed",
-                               "output": done.stdout[-20000:]}
-    except subprocess.TimeoutExpired:
-        facts["nvidia_smi"] = {"status": "failed", "output": "timed out"}
-    except OSError as e:
-        facts["nvidia_smi"] = {"status": "failed", "output": str(e)}
-wd = os.path.expanduser(sys.argv[1])
-facts["work_dir"] = wd
-facts["disk_free_bytes"] = None
-try:
-    os.makedirs(wd, exist_ok=True)
-    facts["disk_free_bytes"] = shutil.disk_usage(wd).free
-except OSError as e:
-    facts["notes"].append("work_dir %s: %s" % (wd, e.strerror or e))
-sys.stdout.write(MARKER + json.dumps(facts) + "\n")
-"""
 
-# The same facts from POSIX sh + coreutils, for hosts without that Python.
-FACTS_SHELL = r"""
-wd=$1
-case $wd in "~") wd=$HOME ;; "~/"*) wd=$HOME/${wd#"~/"} ;; esac
-js() {
-  printf '%s' "$1" | awk 'BEGIN {ORS = ""}
-    {gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\t|\r/, " ")
-     if (NR > 1) print "\\n"; print}'
-}
-num() { case $1 in ''|*[!0-9]*) printf null ;; *) printf '%s' "$1" ;; esac; }
-os=$( (. /etc/os-release && printf '%s' "$PRETTY_NAME") 2>/dev/null || uname -s)
-cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || nproc 2>/dev/null)
-mem=$(awk '/^MemTotal:/ {printf "%.0f", $2 * 1024}' /proc/meminfo 2>/dev/null)
-notes=""
-if mkdir -p "$wd" 2>/dev/null; then
-  free=$(df -Pk "$wd" 2>/dev/null | awk 'NR == 2 {printf "%.0f", $4 * 1024}')
-else
-  free=""; notes="\"work_dir $(js "$wd"): cannot create it\""
-fi
-if command -v nvidia-smi >/dev/null 2>&1; then
-  if out=$(QUERY 2>&1); then st=ok; else st=failed; fi
-else
-  st=missing; out=""
-fi
-printf '%s{"via": "sh", "hostname": "%s", "kernel": "%s", "arch": "%s", "os": "%s", ' \
-  "MARKER" "$(js "$(uname -n)")" "$(js "$(uname -r)")" "$(js "$(uname -m)")" "$(js "$os")"
-printf '"cpus": %s, "memory_total_bytes": %s, "python": null, "python_path": null, ' \
-  "$(num "$cpus")" "$(num "$mem")"
-printf '"torch": null, "nvidia_smi": {"status": "%s", "output": "%s"}, ' "$st" "$(js "$out")"
-printf '"work_dir": "%s", "disk_free_bytes": %s, "notes": [%s]}\n' \
-  "$(js "$wd")" "$(num "$free")" "$notes"
-"""
+@cache
+def program_source() -> str:
+    return Path(facts_program.__file__).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,48 +77,47 @@ class HostFacts:
 
 
 def facts_command(host: Host) -> tuple[str, str]:
-    """(shell line, stdin) that print the facts line on ``host``.
+    """(shell line, stdin) that print the facts lines on ``host``.
 
-    ``setup`` is the user's own shell line and runs as written; everything else is
-    quoted. The brace group with a newline keeps a trailing comment or ``;`` in setup
-    from swallowing the rest.
+    ``setup`` runs first (:func:`console.hostprogs.ship.with_setup`); everything else
+    is quoted.
     """
-    python = remote_word(host.python)
     work_dir = shlex.quote(host.work_dir)
-    query = shlex.join(GPU_QUERY)
-    program = (
-        FACTS_PROGRAM.replace("QUERY[1:]", repr(list(GPU_QUERY[1:])))
-        .replace("SMI_TIMEOUT", str(NVIDIA_SMI_TIMEOUT_S))
-        .replace("MARKER", repr(MARKER))
+    program = HostProgram(facts_program.PROGRAM, program_source(), (host.work_dir,))
+    python = shell_word(host.python)
+    shell = (
+        FACTS_SHELL.replace("QUERY", shlex.join(GPU_QUERY))
+        .replace('"MARKER"', shlex.quote(MARKER))
+        .replace('"VERSION"', str(facts_program.VERSION))
     )
-    shell = FACTS_SHELL.replace("QUERY", query).replace('"MARKER"', shlex.quote(MARKER))
     body = (
-        f"if command -v {python} >/dev/null 2>&1; then {python} - {work_dir}; "
+        f"if command -v {python} >/dev/null 2>&1; then {python_command(host.python, program)}; "
         f"else sh -c {shlex.quote(shell)} distconsole-facts {work_dir} </dev/null; fi"
     )
-    line = f"{{ {host.setup}\n}} && {{ {body}; }}" if host.setup else body
-    return line, program
+    return with_setup(host.setup, f"{{ {body}; }}"), program.source
 
 
-def remote_word(path: str) -> str:
-    """A quoted shell word for a remote path, letting a leading ``~`` expand on the host."""
-    if path == "~":
-        return '"$HOME"'
-    if path.startswith("~/"):
-        return '"$HOME"/' + shlex.quote(path[2:])
-    return shlex.quote(path)
+# Kept under its old name: callers quote remote paths with it.
+remote_word = shell_word
 
 
-def parse_facts(stdout: str) -> HostFacts:
-    """The facts from a host's output (the last marked line; setup may print before it)."""
-    lines = [ln for ln in stdout.splitlines() if ln.startswith(MARKER)]
+def parse_facts(stdout: str, host: str = "host") -> HostFacts:
+    """The facts from a host's output: the marked hello, then the marked facts (setup
+    may print before them)."""
+    lines = [ln[len(MARKER) :] for ln in stdout.splitlines() if ln.startswith(MARKER)]
     if not lines:
         tail = stdout.strip()[-300:] or "(no output)"
         raise TransportError(f"host facts missing from the output: {tail}")
-    try:
-        data = json.loads(lines[-1][len(MARKER) :])
-    except json.JSONDecodeError as exc:
-        raise TransportError(f"host facts are not valid JSON: {exc}") from None
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise TransportError(f"host facts are not valid JSON: {exc}") from None
+    check_hello(host, facts_program.PROGRAM, facts_program.VERSION, records[0])
+    if len(records) < 2:
+        raise TransportError(f"{host}: host facts missing after the facts program's hello")
+    data = records[-1]
     if not isinstance(data, dict):
         raise TransportError("host facts are not a JSON object")
     return facts_from_json(data)
@@ -264,7 +174,7 @@ async def gather_facts(conn: HostConnection, timeout: float) -> HostFacts:
             f"{what} failed with exit status {result.exit_status}"
             + (f": {detail}" if detail else "")
         )
-    return parse_facts(result.stdout)
+    return parse_facts(result.stdout, conn.host.name)
 
 
 def _last_line(text: str) -> str:

@@ -2,14 +2,16 @@
 
 A figure a driver (or a host) does not report is ``None``: never 0, which would read
 as "idle" or "cold" on a panel. ``to_json`` helpers give the documented JSON shape
-of ``distconsole gpus --json``.
+of ``distconsole gpus --json``. The GPU, process and host figures are those of
+``console/hostprogs/sample_schema.py`` (a contract test keeps the two in step).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from console.hostprogs.sample_schema import GPU_FIELDS, GPU_PROCESSES, names
 from console.transport.base import HostState
 
 
@@ -98,39 +100,13 @@ class HostView:
 
 
 def process_to_json(p: GpuProcess) -> dict[str, Any]:
-    return {
-        "pid": p.pid,
-        "user": p.user,
-        "command": p.command,
-        "used_memory_mib": p.used_memory_mib,
-        "type": p.type,
-        "job": p.job,
-        "rank": p.rank,
-        "local_rank": p.local_rank,
-    }
+    return {f.name: getattr(p, f.name) for f in fields(GpuProcess)}
 
 
 def gpu_to_json(g: GpuSample) -> dict[str, Any]:
-    return {
-        "index": g.index,
-        "uuid": g.uuid,
-        "name": g.name,
-        "utilization_gpu": g.utilization_gpu,
-        "utilization_memory": g.utilization_memory,
-        "memory_used_mib": g.memory_used_mib,
-        "memory_total_mib": g.memory_total_mib,
-        "temperature_c": g.temperature_c,
-        "power_draw_w": g.power_draw_w,
-        "power_limit_w": g.power_limit_w,
-        "fan_percent": g.fan_percent,
-        "pstate": g.pstate,
-        "clock_sm_mhz": g.clock_sm_mhz,
-        "clock_mem_mhz": g.clock_mem_mhz,
-        "ecc_corrected": g.ecc_corrected,
-        "ecc_uncorrected": g.ecc_uncorrected,
-        "mig_mode": g.mig_mode,
-        "processes": [process_to_json(p) for p in g.processes],
-    }
+    out: dict[str, Any] = {name: getattr(g, name) for name in names(GPU_FIELDS)}
+    out[GPU_PROCESSES] = [process_to_json(p) for p in g.processes]
+    return out
 
 
 def host_view_to_json(view: HostView) -> dict[str, Any]:

@@ -161,15 +161,18 @@ class HostMonitor:
                     got_sample = self.warm = True
                     self._accept(sample)
             else:
+                reader = sampler.SampleReader(host.name)
                 async for line in lines:
                     try:
-                        sample = sampler.decode_line(host.name, line)
+                        read = reader.read(line)
                     except ValueError as exc:
                         error = str(exc)
                         continue
+                    if read is None:
+                        continue  # the sampler's hello
                     self.warm = self.warm or got_sample  # a run's second line, or later
                     got_sample = True
-                    self._accept(sample)
+                    self._accept(read)
             exit_status = None
             with contextlib.suppress(TimeoutError):
                 exit_status = await asyncio.wait_for(process.wait(), 5)

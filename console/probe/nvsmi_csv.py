@@ -14,55 +14,29 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from console.hostprogs.sample_schema import GPU_FIELDS, QUERY_APPS, query_gpu
 from console.probe import values
 from console.probe.models import GpuProcess, GpuSample
 
 # The fields the sampler asks for, in this order (also the stand-in's contract).
-QUERY_GPU_FIELDS: tuple[str, ...] = (
-    "index",
-    "uuid",
-    "name",
-    "utilization.gpu",
-    "utilization.memory",
-    "memory.used",
-    "memory.total",
-    "temperature.gpu",
-    "power.draw",
-    "power.limit",
-    "fan.speed",
-    "pstate",
-    "clocks.current.sm",
-    "clocks.current.memory",
-    "ecc.errors.corrected.volatile.total",
-    "ecc.errors.uncorrected.volatile.total",
-    "mig.mode.current",
-)
-QUERY_APPS_FIELDS: tuple[str, ...] = ("gpu_uuid", "pid", "process_name", "used_gpu_memory")
+QUERY_GPU_FIELDS: tuple[str, ...] = query_gpu()
+QUERY_APPS_FIELDS: tuple[str, ...] = QUERY_APPS
 
 _UNIT_SUFFIX = re.compile(r"\s*\[[^\]]*\]\s*$")
 
-# nvidia-smi field name (and its aliases) -> GpuSample attribute; first match wins.
-_GPU_FIELDS: dict[str, tuple[str, ...]] = {
-    "index": ("index",),
-    "uuid": ("uuid", "gpu_uuid"),
-    "name": ("name", "gpu_name"),
-    "utilization_gpu": ("utilization.gpu",),
-    "utilization_memory": ("utilization.memory",),
-    "memory_used_mib": ("memory.used",),
-    "memory_total_mib": ("memory.total",),
-    "temperature_c": ("temperature.gpu",),
-    "power_draw_w": ("power.draw", "power.draw.instant", "power.draw.average"),
-    "power_limit_w": ("power.limit", "enforced.power.limit"),
-    "fan_percent": ("fan.speed",),
-    "pstate": ("pstate",),
-    "clock_sm_mhz": ("clocks.current.sm", "clocks.sm"),
-    "clock_mem_mhz": ("clocks.current.memory", "clocks.mem"),
-    "ecc_corrected": ("ecc.errors.corrected.volatile.total",),
-    "ecc_uncorrected": ("ecc.errors.uncorrected.volatile.total",),
-    "mig_mode": ("mig.mode.current",),
+# Other names of a field in wide captures and other driver versions; first match wins.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "uuid": ("gpu_uuid",),
+    "name": ("gpu_name",),
+    "power_draw_w": ("power.draw.instant", "power.draw.average"),
+    "power_limit_w": ("enforced.power.limit",),
+    "clock_sm_mhz": ("clocks.sm",),
+    "clock_mem_mhz": ("clocks.mem",),
 }
-_TEXT_ATTRS = {"uuid", "name", "pstate", "mig_mode"}
-_INT_ATTRS = {"ecc_corrected", "ecc_uncorrected"}
+# GpuSample attribute -> (its type in the sample schema, nvidia-smi names to read it from).
+_GPU_FIELDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    attr: (kind, (query, *_ALIASES.get(attr, ()))) for attr, kind, query in GPU_FIELDS
+}
 _FREE_TEXT_FIELDS = ("process_name", "name", "gpu_name")
 
 
@@ -108,14 +82,14 @@ def _rows(lines: Iterable[str], fields: Sequence[str] | None) -> tuple[list[str]
 def _gpu_from_row(names: list[str], row: list[str], position: int) -> GpuSample:
     cells = dict(zip(names, row, strict=False))
     kwargs: dict[str, object] = {}
-    for attr, aliases in _GPU_FIELDS.items():
+    for attr, (kind, aliases) in _GPU_FIELDS.items():
         raw = next((cells[a] for a in aliases if a in cells and values.text(cells[a])), None)
         if attr == "index":
             idx = values.integer(raw)
             kwargs["index"] = position if idx is None else idx
-        elif attr in _TEXT_ATTRS:
+        elif kind == "str":
             kwargs[attr] = values.text(raw)
-        elif attr in _INT_ATTRS:
+        elif kind == "int":
             kwargs[attr] = values.integer(raw)
         else:
             kwargs[attr] = values.number(raw)

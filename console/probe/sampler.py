@@ -1,5 +1,9 @@
 """Console side of the sampler: the command and program sent to a host, and decoding
 the JSON lines it writes back into :class:`HostSample`.
+
+The program is ``console/hostprogs/sampler_program.py`` with the files it needs sent
+ahead of it; its lines are decoded with the same field tables it writes them from
+(``console/hostprogs/sample_schema.py``).
 """
 
 from __future__ import annotations
@@ -12,34 +16,53 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from console.hostprogs import sample_schema, sampler_program
+from console.hostprogs.sample_schema import (
+    GPU_FIELDS,
+    GPU_PROCESSES,
+    HOST_FIELDS,
+    PROCESS_FIELDS,
+    PROCESS_OWNER_FIELDS,
+)
+from console.hostprogs.ship import HostProgram, shipment, with_setup
+from console.hostprogs.wire import check_hello
 from console.inventory import Host
 from console.probe import nvsmi_csv
 from console.probe.models import GpuProcess, GpuSample, HostSample
 
-_HERE = Path(__file__).resolve().parent
+_HOSTPROGS = Path(sample_schema.__file__).resolve().parent
+# In this order: each file's names are defined before the next one uses them.
+PROGRAM_FILES = (
+    "sample_schema.py",
+    "simulated.py",
+    "sampler_gpus.py",
+    "sampler_host.py",
+    "sampler_program.py",
+)
 _FUTURE = "from __future__ import annotations"
 
 
 @cache
 def program_source() -> str:
-    """simulated.py then sampler_program.py, as one script for ``python3 -``."""
-    parts = [(_HERE / "simulated.py").read_text(), (_HERE / "sampler_program.py").read_text()]
+    """The sampler's files as one script for ``python3 -``."""
+    parts = [(_HOSTPROGS / name).read_text() for name in PROGRAM_FILES]
     body = "\n".join(ln for part in parts for ln in part.splitlines() if ln.strip() != _FUTURE)
     return f"{_FUTURE}\n{body}\n"
 
 
-def _with_setup(host: Host, argv: Sequence[str]) -> str:
-    # exec: the sampler's parent is then the ssh session itself, so it notices it ending.
-    command = "exec " + shlex.join(argv)
-    return f"{host.setup} && {command}" if host.setup else command
+def sampler_host_program(host: Host, interval: float) -> HostProgram:
+    mode = "simulated" if host.gpu_source == "simulated" else "auto"
+    gpus = host.gpus if isinstance(host.gpus, int) else 0
+    args = (f"{interval:g}", mode, str(gpus), host.name)
+    return HostProgram(sampler_program.PROGRAM, program_source(), args)
 
 
 def sampler_command(host: Host, interval: float) -> str:
-    """The shell command that starts the sampler; its program follows on stdin."""
-    mode = "simulated" if host.gpu_source == "simulated" else "auto"
-    gpus = host.gpus if isinstance(host.gpus, int) else 0
-    argv = [host.python, "-u", "-", f"{interval:g}", mode, str(gpus), host.name]
-    return _with_setup(host, argv)
+    """The shell command that starts the sampler; its program follows on stdin.
+
+    exec: the sampler's parent is then the ssh session itself, so it notices it ending.
+    """
+    return shipment(host, sampler_host_program(host, interval), exec_=True).command
 
 
 def nvsmi_loop_command(host: Host, interval: float) -> str:
@@ -51,118 +74,116 @@ def nvsmi_loop_command(host: Host, interval: float) -> str:
         "-lms",
         str(max(100, int(interval * 1000))),
     ]
-    return _with_setup(host, argv)
+    return with_setup(host.setup, "exec " + shlex.join(argv))
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _value(kind: str, value: Any) -> int | float | str | None:
+    if kind == "str":
+        return str(value) if value is not None and value != "" else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if kind == "int" else float(value)
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _fields(table: tuple[tuple[str, ...], ...], raw: Any) -> dict[str, Any]:
+    """A record's values by the schema's names and types (None: not reported)."""
+    raw = raw if isinstance(raw, Mapping) else {}
+    return {field[0]: _value(field[1], raw.get(field[0])) for field in table}
 
 
-def _str(value: Any) -> str | None:
-    return str(value) if value is not None and value != "" else None
-
-
-def _process(raw: Mapping[str, Any], info: Mapping[str, Any] | None) -> GpuProcess:
-    info = info or {}
+def _owned(process: GpuProcess, owner: Any) -> GpuProcess:
+    """``process`` with what the host's /proc says about who runs it."""
+    o = _fields(PROCESS_OWNER_FIELDS, owner)
     return GpuProcess(
-        pid=int(raw["pid"]),
-        command=_str(info.get("command")) or _str(raw.get("command")),
-        user=_str(info.get("user")),
-        used_memory_mib=_num(raw.get("used_memory_mib")),
-        type=_str(raw.get("type")),
-        job=_str(raw.get("job") or info.get("job")),
-        rank=_int(raw["rank"] if raw.get("rank") is not None else info.get("rank")),
-        local_rank=_int(
-            raw["local_rank"] if raw.get("local_rank") is not None else info.get("local_rank")
-        ),
+        pid=process.pid,
+        command=o["command"] or process.command,
+        user=o["user"],
+        used_memory_mib=process.used_memory_mib,
+        type=process.type,
+        job=process.job or o["job"],
+        rank=process.rank if process.rank is not None else o["rank"],
+        local_rank=process.local_rank if process.local_rank is not None else o["local_rank"],
     )
 
 
-def _gpu(raw: Mapping[str, Any], procs: Mapping[str, Any]) -> GpuSample:
-    return GpuSample(
-        index=int(raw["index"]),
-        uuid=_str(raw.get("uuid")),
-        name=_str(raw.get("name")),
-        utilization_gpu=_num(raw.get("utilization_gpu")),
-        utilization_memory=_num(raw.get("utilization_memory")),
-        memory_used_mib=_num(raw.get("memory_used_mib")),
-        memory_total_mib=_num(raw.get("memory_total_mib")),
-        temperature_c=_num(raw.get("temperature_c")),
-        power_draw_w=_num(raw.get("power_draw_w")),
-        power_limit_w=_num(raw.get("power_limit_w")),
-        fan_percent=_num(raw.get("fan_percent")),
-        pstate=_str(raw.get("pstate")),
-        clock_sm_mhz=_num(raw.get("clock_sm_mhz")),
-        clock_mem_mhz=_num(raw.get("clock_mem_mhz")),
-        ecc_corrected=_int(raw.get("ecc_corrected")),
-        ecc_uncorrected=_int(raw.get("ecc_uncorrected")),
-        mig_mode=_str(raw.get("mig_mode")),
-        processes=tuple(
-            _process(p, procs.get(str(p.get("pid")))) for p in raw.get("processes", ())
-        ),
-    )
+def _process(raw: Any, owners: Mapping[str, Any]) -> GpuProcess:
+    p = _fields(PROCESS_FIELDS, raw)
+    if p["pid"] is None:
+        raise ValueError(f"a GPU process without a pid: {raw!r:.200}")
+    return _owned(GpuProcess(**p), owners.get(str(p["pid"])))
 
 
-def _nvsmi_gpus(raw: Mapping[str, Any], procs: Mapping[str, Any]) -> tuple[GpuSample, ...]:
-    gpus = nvsmi_csv.parse_query_gpu(raw.get("rows", ()), raw.get("fields", ()))
-    apps = nvsmi_csv.parse_compute_apps(raw.get("apps_rows", ()), raw.get("apps_fields", ()))
+def _gpu(raw: Any, owners: Mapping[str, Any]) -> GpuSample:
+    g = _fields(GPU_FIELDS, raw)
+    if g["index"] is None:
+        raise ValueError(f"a GPU without an index: {raw!r:.200}")
+    procs = raw.get(GPU_PROCESSES) or ()
+    return GpuSample(**g, processes=tuple(_process(p, owners) for p in procs))
+
+
+def _nvsmi_gpus(raw: Mapping[str, Any], owners: Mapping[str, Any]) -> tuple[GpuSample, ...]:
+    gpus = nvsmi_csv.parse_query_gpu(raw.get("rows") or (), raw.get("fields") or ())
+    apps = nvsmi_csv.parse_compute_apps(raw.get("apps_rows") or (), raw.get("apps_fields") or ())
     enriched = [
         nvsmi_csv.AppRow(
-            a.gpu_uuid,
-            a.gpu_bus_id,
-            _process(
-                {
-                    "pid": a.process.pid,
-                    "used_memory_mib": a.process.used_memory_mib,
-                    "command": a.process.command,
-                },
-                procs.get(str(a.process.pid)),
-            ),
+            a.gpu_uuid, a.gpu_bus_id, _owned(a.process, owners.get(str(a.process.pid)))
         )
         for a in apps
     ]
     return nvsmi_csv.attach_processes(gpus, enriched)
 
 
-def decode_line(name: str, line: str, now: float | None = None) -> HostSample:
-    """One sampler JSON line -> HostSample. Raises ValueError on a line that is not one."""
+def _json(name: str, line: str) -> Any:
     try:
-        raw = json.loads(line)
+        return json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name}: sampler wrote a line that is not JSON: {line[:200]!r}") from exc
-    if not isinstance(raw, dict) or raw.get("v") != 1:
-        raise ValueError(f"{name}: unexpected sampler line: {line[:200]!r}")
-    procs = raw.get("procs") or {}
-    if "nvsmi" in raw:
-        gpus = _nvsmi_gpus(raw["nvsmi"], procs)
+
+
+def decode_line(name: str, line: str, now: float | None = None) -> HostSample:
+    """One sampler sample line -> HostSample. Raises ValueError on a line that is not one."""
+    return decode_record(name, _json(name, line), line, now)
+
+
+def decode_record(name: str, raw: Any, line: str = "", now: float | None = None) -> HostSample:
+    if not isinstance(raw, dict) or "gpu_source" not in raw or "host" not in raw:
+        raise ValueError(f"{name}: unexpected sampler line: {line[:200] or raw!r}")
+    owners = raw.get("procs") or {}
+    if raw.get("nvsmi"):
+        gpus = _nvsmi_gpus(raw["nvsmi"], owners)
     else:
-        gpus = tuple(_gpu(g, procs) for g in raw.get("gpus", ()))
-    host = raw.get("host") or {}
-    source = str(raw.get("gpu_source", "none"))
+        gpus = tuple(_gpu(g, owners) for g in raw.get("gpus") or ())
+    source = str(raw.get("gpu_source") or "none")
     return HostSample(
         name=name,
         time=time.time() if now is None else now,
         gpu_source=source,
         gpus=gpus,
-        gpu_error=_str(raw.get("gpu_error")),
+        gpu_error=_value("str", raw.get("gpu_error")),  # type: ignore[arg-type]
         simulated=source == "simulated",
-        cpu_percent=_num(host.get("cpu_percent")),
-        cpu_count=_int(host.get("cpu_count")),
-        load_1m=_num(host.get("load_1m")),
-        load_5m=_num(host.get("load_5m")),
-        load_15m=_num(host.get("load_15m")),
-        memory_used_mib=_num(host.get("memory_used_mib")),
-        memory_total_mib=_num(host.get("memory_total_mib")),
-        net_rx_bytes_s=_num(host.get("net_rx_bytes_s")),
-        net_tx_bytes_s=_num(host.get("net_tx_bytes_s")),
-        disk_read_bytes_s=_num(host.get("disk_read_bytes_s")),
-        disk_write_bytes_s=_num(host.get("disk_write_bytes_s")),
-        host_source=_str(host.get("host_source")),
+        **_fields(HOST_FIELDS, raw.get("host")),
     )
+
+
+class SampleReader:
+    """One sampler run's lines: its versioned hello first, then one sample per line.
+
+    ``read`` returns None for the hello, raises ValueError for a line that is not JSON
+    (a setup line that printed something) and :class:`HostProgramError` when the first
+    JSON line is not this console's sampler hello (version mismatch).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.greeted = False
+
+    def read(self, line: str, now: float | None = None) -> HostSample | None:
+        raw = _json(self.name, line)
+        if not self.greeted:
+            check_hello(self.name, sampler_program.PROGRAM, sampler_program.VERSION, raw)
+            self.greeted = True
+            return None
+        return decode_record(self.name, raw, line, now)
 
 
 def decode_nvsmi_loop(name: str, rows: Sequence[str], now: float | None = None) -> HostSample:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from console.errors import TransportError
+from console.hostprogs import facts_program
+from console.hostprogs.wire import HostProgramError
 from console.inventory import Host
 from console.probe.facts import (
     MARKER,
@@ -58,13 +60,19 @@ def test_gpu_query_in_the_shape_the_command_asks_for() -> None:
 
 def test_parse_facts_takes_the_marked_line_after_setup_noise() -> None:
     payload = {"via": "python", "cpus": 4, "python": "3.10.1", "torch": None, "nvidia_smi": {}}
-    facts = parse_facts(f"conda says hi\n{MARKER}{json.dumps(payload)}\n")
+    hello = MARKER + json.dumps({"program": "facts", "v": facts_program.VERSION})
+    facts = parse_facts(f"conda says hi\n{hello}\n{MARKER}{json.dumps(payload)}\n")
     assert facts.cpus == 4 and facts.python == "3.10.1" and facts.torch is None
     assert facts.nvidia_smi == "missing" and facts.gpu_count == 0
     with pytest.raises(TransportError, match="host facts missing"):
         parse_facts("just noise\n")
     with pytest.raises(TransportError, match="not valid JSON"):
         parse_facts(MARKER + "{nope\n")
+    with pytest.raises(HostProgramError, match=r"gpu7: facts: .*versioned hello"):
+        parse_facts(f"{MARKER}{json.dumps(payload)}\n", "gpu7")  # an older probe: no hello
+    newer = MARKER + json.dumps({"program": "facts", "v": facts_program.VERSION + 1})
+    with pytest.raises(HostProgramError, match="gpu7: facts: speaks wire version"):
+        parse_facts(f"{newer}\n{MARKER}{json.dumps(payload)}\n", "gpu7")
 
 
 def test_remote_word_lets_tilde_expand_and_quotes_the_rest() -> None:

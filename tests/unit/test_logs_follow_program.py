@@ -13,8 +13,10 @@ from typing import IO, Any
 
 import pytest
 
-from console.logs.follow_program import FRAME, read_frames
+from console.hostprogs.follow_program import FRAME, PROGRAM, VERSION
+from console.logs import frames as f
 from console.logs.follower import program_source
+from console.logs.frames import read_frames
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,20 +34,30 @@ def run_final(cfg: dict[str, Any]) -> list[dict[str, Any]]:
     return records_of(proc.stdout)
 
 
-def as_record(frame: Any) -> dict[str, Any]:
-    """A data frame as a record like the control ones: {"t": "d", "c": [[path, start,
-    end, inode, data]]}; control frames are records already."""
-    if isinstance(frame, tuple):
-        _d, path, start, inode, data = frame
-        return {"t": "d", "c": [[path, start, start + len(data), inode, data]]}
-    assert isinstance(frame, dict)
-    return frame
+def as_record(frame: f.Frame) -> dict[str, Any]:
+    """A typed frame as a plain record the tests compare: a data frame as {"t": "d",
+    "c": [[path, start, end, inode, data]]}, the others in their wire spelling."""
+    if isinstance(frame, f.Data):
+        end = frame.start + len(frame.data)
+        return {"t": "d", "c": [[frame.path, frame.start, end, frame.inode, frame.data]]}
+    if isinstance(frame, f.Note):
+        return {"t": "n", "p": frame.path, "k": frame.kind, "m": frame.message, "i": frame.inode}
+    if isinstance(frame, f.Position):
+        return {"t": "o", "p": frame.path, "o": frame.offset, "i": frame.inode}
+    if isinstance(frame, f.Heartbeat):
+        return {"t": "hb", "ts": frame.ts}
+    if isinstance(frame, f.Hello):
+        return {"t": "hello", "program": frame.program, "v": frame.version}
+    return {"t": "end"}
 
 
 def records_of(raw: bytes) -> list[dict[str, Any]]:
     frames, used = read_frames(raw, {})
     assert used == len(raw)  # nothing but whole frames
-    return [as_record(f) for f in frames]
+    records = [as_record(frame) for frame in frames]
+    # Every run opens with the versioned hello, before any other frame.
+    assert records[0] == {"t": "hello", "program": PROGRAM, "v": VERSION}
+    return records[1:]
 
 
 class FrameReader:
@@ -234,3 +246,13 @@ def test_from_end_reports_where_it_starts(tmp_path: Path) -> None:
         {"t": "o", "p": str(log), "o": 20, "i": os.stat(log).st_ino}
     ]
     assert not chunks(records)
+
+
+def test_frames_decode_to_typed_records_and_unknown_control_is_an_error() -> None:
+    assert f.control({"program": "follower", "v": 1}) == f.Hello("follower", 1)
+    assert f.control({"t": "o", "p": "/a", "o": 5, "i": None}) == f.Position("/a", 5, None)
+    assert f.control({"t": "n", "p": "/a", "k": "missing", "m": "x", "i": 3}) == f.Note(
+        "/a", "missing", "x", 3
+    )
+    with pytest.raises(ValueError, match="unknown control record"):
+        f.control({"t": "zz"})

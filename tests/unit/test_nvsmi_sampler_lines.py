@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from console.hostprogs import sample_schema, sampler_program
+from console.hostprogs.simulated import job_of
+from console.hostprogs.wire import HostProgramError
 from console.inventory import Host
-from console.probe import nvsmi_csv, sampler, sampler_program
-from console.probe.simulated import job_of
+from console.probe import nvsmi_csv, sampler
 
 STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
 
@@ -34,13 +36,14 @@ def _one_line(python: str, *args: str, path_first: Path | None = None) -> str:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    (line,) = done.stdout.splitlines()
+    hello, line = done.stdout.splitlines()
+    assert sampler.SampleReader("h").read(hello) is None
     return line
 
 
 def test_query_fields_match_the_parser() -> None:
-    assert tuple(sampler_program.QUERY_GPU.split(",")) == nvsmi_csv.QUERY_GPU_FIELDS
-    assert tuple(sampler_program.QUERY_APPS.split(",")) == nvsmi_csv.QUERY_APPS_FIELDS
+    assert sample_schema.query_gpu() == nvsmi_csv.QUERY_GPU_FIELDS
+    assert nvsmi_csv.QUERY_APPS_FIELDS == sample_schema.QUERY_APPS
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a system python3")
@@ -71,7 +74,8 @@ def test_no_nvml_driver_no_nvidia_smi() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    sample = sampler.decode_line("h2", done.stdout.strip())
+    _hello, line = done.stdout.splitlines()
+    sample = sampler.decode_line("h2", line)
     assert sample.gpus == ()
     assert sample.gpu_source == "none"
     assert sample.gpu_error is not None and "no NVIDIA GPU" in sample.gpu_error
@@ -115,6 +119,19 @@ def test_decode_rejects_other_lines() -> None:
         sampler.decode_line("h", '{"v": 2}')
 
 
+def test_reader_refuses_a_sampler_of_another_version() -> None:
+    old_line = '{"v": 1, "t": 1.0, "gpu_source": "none", "host": {}}'  # before hellos
+    with pytest.raises(HostProgramError, match=r"node7: sampler: .*versioned hello"):
+        sampler.SampleReader("node7").read(old_line)
+    newer = f'{{"program": "sampler", "v": {sampler_program.VERSION + 1}}}'
+    with pytest.raises(HostProgramError, match="node7: sampler: speaks wire version"):
+        sampler.SampleReader("node7").read(newer)
+    reader = sampler.SampleReader("node7")
+    with pytest.raises(ValueError, match="not JSON"):
+        reader.read("conda: environment activated")  # setup noise is skipped, not fatal
+    assert reader.read(f'{{"program": "sampler", "v": {sampler_program.VERSION}}}') is None
+
+
 def test_commands_quote_values_and_run_setup_first() -> None:
     # model_construct: quoting must hold even for values the inventory would refuse.
     host = Host.model_construct(
@@ -127,7 +144,7 @@ def test_commands_quote_values_and_run_setup_first() -> None:
     )
     command = sampler.sampler_command(host, 0.5)
     assert command == (
-        "source /opt/env/bin/activate && exec '/opt/my python/bin/python3' -u - 0.5 "
+        "{ source /opt/env/bin/activate\n} && exec '/opt/my python/bin/python3' -u - 0.5 "
         "simulated 8 'n 1'"
     )
     real = Host.model_construct(name="r", address="10.0.0.2")

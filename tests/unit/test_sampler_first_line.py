@@ -31,6 +31,8 @@ def _two_lines(python: str) -> list[str]:
     try:
         proc.stdin.write(sampler.program_source())
         proc.stdin.close()
+        hello = proc.stdout.readline()
+        assert sampler.SampleReader("node0").read(hello) is None
         return [proc.stdout.readline(), proc.stdout.readline()]
     finally:
         proc.kill()

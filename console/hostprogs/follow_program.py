@@ -22,7 +22,8 @@ spends CPU per line on the framing:
   it is also how the follower notices that the console went away: broken pipe);
   ``{"t":"end"}`` everything was read and the follower exits.
 
-:func:`read_frames` is the reader (the console imports it; tests use it too).
+The first frame is a ``J`` hello, ``{"program": "follower", "v": VERSION}``. The
+console's reader is ``console/logs/frames.py``; it imports the layouts below.
 """
 
 from __future__ import annotations
@@ -35,42 +36,12 @@ import sys
 import time
 from typing import Any, BinaryIO
 
+PROGRAM = "follower"
+VERSION = 1  # of its frames
 DEFAULT_PATTERNS = ("*.log", "*.out", "*.err", "stdout", "stderr")
 FRAME = struct.Struct(">cI")  # kind, payload length
 DATA = struct.Struct(">IQq")  # path id, start offset, inode (-1: unknown)
 PATH = struct.Struct(">I")  # path id
-
-
-def read_frames(buf: bytes | bytearray, paths: dict[int, str]) -> tuple[list[Any], int]:
-    """The complete frames at the start of ``buf``, and how many bytes they took.
-
-    ``P`` frames fill ``paths`` and are not returned; a ``D`` frame is returned as
-    ``("d", path, start, inode, data)``, a ``J`` frame as its decoded object."""
-    out: list[Any] = []
-    at, size, header = 0, len(buf), FRAME.size
-    view = memoryview(buf)
-    try:
-        while size - at >= header:
-            kind, length = FRAME.unpack_from(buf, at)
-            end = at + header + length
-            if end > size:
-                break
-            body = at + header
-            if kind == b"D":
-                pid, start, inode = DATA.unpack_from(buf, body)
-                data = bytes(view[body + DATA.size : end])
-                out.append(("d", paths[pid], start, None if inode < 0 else inode, data))
-            elif kind == b"J":
-                out.append(json.loads(bytes(view[body:end])))
-            elif kind == b"P":
-                (pid,) = PATH.unpack_from(buf, body)
-                paths[pid] = bytes(view[body + PATH.size : end]).decode("utf-8", "surrogateescape")
-            else:
-                raise ValueError(f"unknown frame kind {kind!r} at byte {at}")
-            at = end
-    finally:
-        view.release()
-    return out, at
 
 
 class TrackedFile:
@@ -314,6 +285,7 @@ class Follower:
         return busy
 
     def run(self) -> None:
+        self.write({"program": PROGRAM, "v": VERSION})
         self.discover(initial=True)
         for position in self.positions:
             self.write(position)

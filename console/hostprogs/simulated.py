@@ -7,7 +7,8 @@ sets it on everything it launches), placed on GPU ``LOCAL_RANK % N``; a GPU with
 a process gets busy, the others idle.
 
 This module runs on the host as part of the sampler program: standard library only,
-no imports from ``console``. ``job_of`` is shared with the real-GPU path.
+no imports from ``console`` there. ``job_of`` is shared with the real-GPU path. Records
+are built with the sample schema's :func:`record`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import math
 import os
 import random
 import time
+
+if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
+    from console.hostprogs.sample_schema import GPU_FIELDS, GPU_PROCESSES, PROCESS_FIELDS, record
 
 JOB_VAR = "DISTCONSOLE_JOB_ID"
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
@@ -177,17 +181,21 @@ class SimulatedGpus:
                 used += mem
                 pids.append(pid)
                 proc_dicts.append(
-                    {
-                        "pid": pid,
-                        "used_memory_mib": round(mem, 1),
-                        "type": "C",
-                        "job": info.get("job"),
-                        "rank": info.get("rank"),
-                        "local_rank": info.get("local_rank"),
-                    }
+                    record(
+                        PROCESS_FIELDS,
+                        {
+                            "pid": pid,
+                            "used_memory_mib": round(mem, 1),
+                            "type": "C",
+                            "job": info.get("job"),
+                            "rank": info.get("rank"),
+                            "local_rank": info.get("local_rank"),
+                        },
+                    )
                 )
             power = 55 + util / 100 * (SIMULATED_POWER_LIMIT_W - 80) + self._rng.uniform(-5, 5)
-            gpus.append(
+            gpu = record(
+                GPU_FIELDS,
                 {
                     "index": i,
                     "uuid": _uuid(self.seed, i),
@@ -206,7 +214,8 @@ class SimulatedGpus:
                     "ecc_corrected": 0,
                     "ecc_uncorrected": 0,
                     "mig_mode": "Disabled",
-                    "processes": proc_dicts,
-                }
+                },
             )
+            gpu[GPU_PROCESSES] = proc_dicts
+            gpus.append(gpu)
         return gpus, pids
