@@ -80,3 +80,20 @@ def test_the_probe_would_catch_a_leak() -> None:
     )
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["leaks"].get("console.ui.app") in FORBIDDEN, report
+
+
+def test_plain_models_do_not_load_asyncssh() -> None:
+    # Importing a host state, a sample or a job spec must stay cheap: the UI's models and
+    # every CLI error path load these, and asyncssh costs ~100 ms of imports.
+    code = (
+        "import sys\n"
+        "import console.transport.base, console.probe.models, console.jobs.spec, console.names\n"
+        "print('asyncssh' in sys.modules)\n"
+        "from console.transport import ClusterConnections\n"
+        "print('asyncssh' in sys.modules, ClusterConnections.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "ClusterConnections"]
