@@ -38,7 +38,19 @@ _HOME = {
     "SshConnection": "ssh",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [  # noqa: RUF022 - grouped by module like _HOME
+    "Command",
+    "CommandResult",
+    "HostConnection",
+    "HostState",
+    "HostStatus",
+    "RemoteProcess",
+    "to_shell",
+    "with_env",
+    "LocalConnection",
+    "ClusterConnections",
+    "SshConnection",
+]
 
 
 def __getattr__(name: str) -> Any:
