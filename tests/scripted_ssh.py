@@ -528,10 +528,14 @@ class ScriptedSshServer:
     async def close(self) -> None:
         """Stop, and wait for every session's handler (and its local process) to end."""
         await self.stop()
+        # Aborted connections end the sessions (their processes killed and reaped);
+        # cancel only what is still running after that.
+        if self.handlers:
+            await asyncio.wait(set(self.handlers), timeout=2)
         for task in list(self.handlers):
             task.cancel()
         if self.handlers:
-            await asyncio.wait(self.handlers, timeout=5)
+            await asyncio.wait(set(self.handlers), timeout=5)
 
     def drop_connections(self) -> None:
         for conn in list(self.connections):
