@@ -113,13 +113,18 @@ def split_command(rest: Sequence[str]) -> tuple[list[str], list[str]]:
     return items, []
 
 
-def job_parser(name: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> Any:
+def job_parser(
+    name: str,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+    summary: str = "",
+) -> Any:
     parser = argparse.ArgumentParser(
         prog=f"distconsole {name} HOSTS",
         usage=f"distconsole {name} HOSTS --kind KIND [options] -- PROGRAM [ARGS...]",
-        description="PROGRAM is a script (.py, run with the host's python), an "
-        "executable, or example:ddp / example:horovod / example:ps. In ARGS, "
-        "{steps_per_rank}, {total_steps} and {world_size} are replaced.",
+        description=(f"{summary}. " if summary else "")
+        + f"HOSTS is {options.INVENTORY_HELP}. PROGRAM is a script (.py, run with the "
+        "host's python), an executable, or example:ddp / example:horovod / example:ps. "
+        "In ARGS, {steps_per_rank}, {total_steps} and {world_size} are replaced.",
     )
     add_job_options(parser)
     if extra is not None:
@@ -136,6 +141,16 @@ def parse_job_args(inner: argparse.ArgumentParser, outer: argparse.Namespace) ->
     return args
 
 
+class _InnerHelp(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, inner: Any, **_: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show this help message and exit")
+        self.inner = inner
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: str | None = None) -> None:
+        self.inner.print_help()
+        parser.exit()
+
+
 def register_job_command(
     sub: Any,
     name: str,
@@ -146,16 +161,16 @@ def register_job_command(
 ) -> argparse.ArgumentParser:
     """Add ``distconsole NAME HOSTS [options] -- PROGRAM [ARGS...]``; ``run`` gets the
     parsed job options plus ``inventory`` (the HOSTS path) and ``command``."""
-    inner = job_parser(name, extra)
+    inner = job_parser(name, extra, summary=help)
+    # The outer parser's own -h would list only HOSTS and -h, then the inner's options
+    # again: -h prints the inner parser's help, the one list of every option.
     outer: argparse.ArgumentParser = sub.add_parser(
         name,
         help=help,
         usage=inner.format_usage().removeprefix("usage: "),
-        description=help,
-        # The inner parser's help minus its usage line, which the outer one already shows.
-        epilog=inner.format_help().split("\n\n", 1)[-1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
+    outer.add_argument("-h", "--help", action=_InnerHelp, inner=inner)
     options.add_inventory(outer)
     outer.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     outer.set_defaults(func=lambda outer_args: run(parse_job_args(inner, outer_args)))
