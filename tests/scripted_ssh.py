@@ -344,6 +344,7 @@ class RunLocally:
                         _kill_group(pid, getattr(signal, f"SIG{name}"))
                 if sent_bytes == self.drop_after_bytes or lines == self.drop_after_lines:
                     session.drop()
+                    _kill_group(pid, signal.SIGKILL)  # its output has nowhere to go now
                     return True
         return False
 
