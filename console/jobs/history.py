@@ -131,6 +131,21 @@ class JobRecord:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class JobSummary:
+    """A history row without its plan: what a list of jobs shows."""
+
+    id: str
+    name: str
+    kind: JobKind
+    state: JobState
+    started: float
+    ended: float | None
+    hosts: tuple[str, ...]
+    world_size: int
+    failure: str | None
+
+
 class JobHistory:
     """The jobs table. Every call opens its own short transaction (several processes —
     the console and CLI commands — may share the file)."""
@@ -233,6 +248,35 @@ class JobHistory:
         with self._db() as db:
             rows = db.execute(query, params).fetchall()
         return [_record(row) for row in rows]
+
+    def summaries(self, *, inventory: str | None = None) -> list[JobSummary]:
+        """Newest first, like :meth:`records`, without reading or decoding the plans: a
+        screen that re-reads the list every few seconds pays for the columns it shows."""
+        query = (
+            "SELECT id, name, kind, state, started, ended, hosts,"
+            " json_extract(plan, '$.world_size'), failure FROM jobs"
+        )
+        params: list[Any] = []
+        if inventory is not None:
+            query += " WHERE inventory = ?"
+            params.append(inventory_key(inventory))
+        query += " ORDER BY started DESC"
+        with self._db() as db:
+            rows = db.execute(query, params).fetchall()
+        return [
+            JobSummary(
+                id=job_id,
+                name=name,
+                kind=JobKind(kind),
+                state=JobState(state),
+                started=float(started),
+                ended=None if ended is None else float(ended),
+                hosts=tuple(json.loads(hosts)),
+                world_size=int(world_size or 0),
+                failure=failure,
+            )
+            for job_id, name, kind, state, started, ended, hosts, world_size, failure in rows
+        ]
 
     def unfinished(self, inventory: str | None = None) -> list[JobRecord]:
         """Jobs that may still have processes on their hosts (to re-attach to)."""

@@ -98,6 +98,11 @@ class HostView:
     def up(self) -> bool:
         return self.state is HostState.UP
 
+    @property
+    def live(self) -> bool:
+        """Up and its sample current: what a panel shows undimmed and summaries count."""
+        return self.up and not self.stale
+
 
 def process_to_json(p: GpuProcess) -> dict[str, Any]:
     return {f.name: getattr(p, f.name) for f in fields(GpuProcess)}

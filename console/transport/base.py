@@ -36,6 +36,10 @@ class HostStatus:
     since: float = field(default_factory=time.time)  # when this state began (epoch s)
     last_seen: float | None = None  # last time the host answered (epoch s)
 
+    @property
+    def is_up(self) -> bool:
+        return self.state is HostState.UP
+
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:

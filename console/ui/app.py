@@ -1,7 +1,9 @@
 """The distconsole Textual app: screens over the core's async feeds.
 
 Workers consume the core's async iterators and post messages to the app ("messages up");
-the app gathers what arrived into batches and hands them to screens ("attributes down").
+the app gathers what arrived into batches, writes them to the one cluster store and
+hands the changed part to screens ("attributes down"). Screens get the app's
+:class:`Services` (the composition root) when they are made.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ import asyncio
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -23,17 +26,20 @@ from textual.worker import Worker, WorkerState
 from console import inventory as inventory_module
 from console.inventory import Inventory
 from console.probe.models import HostView
+from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
 from console.ui.inbox import Inbox
-from console.ui.job_control import JobControl
-from console.ui.messages import HostStatusesArrived, HostViewsArrived
+from console.ui.jobs_service import JobRow, JobsService
+from console.ui.messages import HostStatusesArrived, HostViewsArrived, JobRowsArrived, OpenLogs
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen, KeyHelp
 from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.screens.hosts import HostsScreen
 from console.ui.screens.jobs import JobsScreen
 from console.ui.screens.launch import LaunchScreen
+from console.ui.services import Services
+from console.ui.store import ClusterStore
 from console.ui.theming import (
     DEFAULT_THEME,
     STATE_VARIABLES,
@@ -44,8 +50,6 @@ from console.ui.theming import (
 
 if TYPE_CHECKING:
     from console.probe.monitor import ClusterMonitor
-
-CLOSE_TIMEOUT_S = 5.0
 
 
 class DistConsoleApp(App[int]):
@@ -73,33 +77,50 @@ class DistConsoleApp(App[int]):
         theme: str | None = None,
         connections_factory: ConnectionsFactory | None = cluster_connections,
         clock: Callable[[], float] = time.time,
-        monitor_interval: float | None = 1.0,
+        settings: Settings = DEFAULT_SETTINGS,
     ) -> None:
         """``connections_factory=None`` shows the inventory without connecting (screenshots);
         ``clock`` gives "now" for relative times (frozen in snapshot tests);
-        ``monitor_interval=None`` starts no GPU samplers."""
+        ``settings.monitor_interval_s=None`` starts no GPU samplers."""
         super().__init__()
-        self.inventory = inventory
-        self.clock = clock
+        store = ClusterStore(host.name for host in inventory.hosts)
+        self.services = Services(inventory, settings, clock, store)
         self._connections_factory = connections_factory
-        self.connections: HostStatusSource | None = None
-        self.monitor: ClusterMonitor | None = None
-        self.jobs: JobControl | None = None
-        self._monitor_interval = monitor_interval
-        self.host_statuses: dict[str, HostStatus] = {}
         self.statuses_inbox: Inbox[HostStatus] = Inbox(self, HostStatusesArrived)
         self.views_inbox: Inbox[dict[str, HostView]] = Inbox(self, HostViewsArrived)
+        self.jobs_inbox: Inbox[list[JobRow]] = Inbox(self, JobRowsArrived)
         for bundled in bundled_themes():
             self.register_theme(bundled)
         self.theme = check_theme(theme) if theme else DEFAULT_THEME
         self.sub_title = f"{Path(inventory.path).name} · {len(inventory.hosts)} hosts"
-        self.hosts_screen = HostsScreen(inventory, clock=clock)
-        self.cluster_screen = ClusterScreen(inventory, clock=clock)
+        self.hosts_screen = HostsScreen(self.services)
+        self.cluster_screen = ClusterScreen(self.services)
         # Each top-level screen is a mode: switching keeps its state and its pushed screens.
-        self.jobs_screen = JobsScreen(clock=clock)
+        self.jobs_screen = JobsScreen(self.services)
         self.add_mode("hosts", lambda: self.hosts_screen)
         self.add_mode("gpus", lambda: self.cluster_screen)
         self.add_mode("jobs", lambda: self.jobs_screen)
+
+    # Read-only views of the services, for scripts and tests that drive the app.
+    @property
+    def inventory(self) -> Inventory:
+        return self.services.inventory
+
+    @property
+    def store(self) -> ClusterStore:
+        return self.services.store
+
+    @property
+    def connections(self) -> HostStatusSource | None:
+        return self.services.connections
+
+    @property
+    def monitor(self) -> ClusterMonitor | None:
+        return self.services.monitor
+
+    @property
+    def jobs(self) -> JobsService | None:
+        return self.services.jobs
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         # Textual's built-in themes lack our variables; the CSS must parse under every theme.
@@ -116,12 +137,13 @@ class DistConsoleApp(App[int]):
 
     async def _follow_host_statuses(self, factory: ConnectionsFactory) -> None:
         connections = factory(self.inventory)
-        self.connections = connections
+        self.services.connections = connections
         await connections.start()
         self.run_worker(self._attach_jobs(connections), group="connections", exit_on_error=False)
-        if self._monitor_interval is not None:
+        interval = self.services.settings.monitor_interval_s
+        if interval is not None:
             self.run_worker(
-                self._follow_gpu_views(connections, self._monitor_interval),
+                self._follow_gpu_views(connections, interval),
                 name="gpu-views",
                 group="connections",
                 exit_on_error=False,
@@ -136,7 +158,7 @@ class DistConsoleApp(App[int]):
         if not isinstance(connections, ClusterConnections):
             return  # samplers run over the real pool's connections only
         monitor = ClusterMonitor(connections, interval=interval)
-        self.monitor = monitor
+        self.services.monitor = monitor
         async for batch in monitor.updates():
             self.views_inbox.put(batch)
 
@@ -145,25 +167,46 @@ class DistConsoleApp(App[int]):
 
         if not isinstance(connections, ClusterConnections):
             return
-        self.jobs = JobControl(connections, self.inventory)
+        jobs = JobsService(connections, self.inventory, settings=self.services.settings)
+        self.services.jobs = jobs
+        self.run_worker(self._follow_job_rows(jobs), name="job-rows", group="connections",
+                        exit_on_error=False)  # fmt: skip
         # Jobs started by an earlier console keep running on their hosts: follow them again.
         await connections.wait_settled()
-        attached = await self.jobs.attach_unfinished()
+        attached = await jobs.attach_unfinished()
         if attached:
             self.notify(f"Re-attached to {len(attached)} running job(s)", timeout=5)
 
-    def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
-        latest = {status.name: status for status in self.statuses_inbox.take()}
-        self.host_statuses.update(latest)
-        self.hosts_screen.apply_statuses(latest.values())
+    async def _follow_job_rows(self, jobs: JobsService) -> None:
+        async for rows in jobs.row_updates():
+            self.jobs_inbox.put(rows)
 
-    def on_host_views_arrived(self, _message: HostViewsArrived) -> None:
-        merged: dict[str, HostView] = {}
-        for batch in self.views_inbox.take():
-            merged.update(batch)
+    # -- the store: written here only, then the changed part goes down to screens -------
+
+    def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
+        changed = self.store.apply_statuses(statuses)
+        if changed:
+            self.hosts_screen.apply_statuses(changed.values())
+
+    def apply_views(self, *batches: Mapping[str, HostView]) -> None:
+        merged = self.store.apply_views(batches)
         self.cluster_screen.apply_views(merged)
         if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in merged:
             self.screen.take(merged[self.screen.host.name])
+
+    def apply_job_rows(self, rows: Sequence[JobRow]) -> None:
+        changed = self.store.apply_jobs(rows)
+        if changed:
+            self.jobs_screen.apply_rows(changed)
+
+    def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
+        self.apply_statuses(self.statuses_inbox.take())
+
+    def on_host_views_arrived(self, _message: HostViewsArrived) -> None:
+        self.apply_views(*self.views_inbox.take())
+
+    def on_job_rows_arrived(self, _message: JobRowsArrived) -> None:
+        self.apply_job_rows([row for batch in self.jobs_inbox.take() for row in batch])
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.group == "connections":
@@ -175,17 +218,18 @@ class DistConsoleApp(App[int]):
             )
 
     async def on_unmount(self) -> None:
+        timeout = self.services.settings.close_timeout_s
         if self.jobs is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.jobs.close(), CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(self.jobs.close(), timeout)
         if self.monitor is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.monitor.close(), CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(self.monitor.close(), timeout)
         if self.connections is not None:
             # Quitting must not hang on a host that black-holes the close; jobs are
             # detached on their hosts, so nothing is lost by giving up here.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.connections.close(), CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(self.connections.close(), timeout)
 
     # -- actions -----------------------------------------------------------------------
 
@@ -198,20 +242,23 @@ class DistConsoleApp(App[int]):
     def action_show_jobs(self) -> None:
         self.switch_mode("jobs")
 
-    def action_open_logs(self, job_id: str) -> None:
+    def on_open_logs(self, message: OpenLogs) -> None:
+        self.open_logs(message.job_id)
+
+    @work(group="open-logs", exclusive=True)
+    async def open_logs(self, job_id: str) -> None:
         from console.errors import JobError
         from console.ui.screens.logs import LogsScreen
 
         if self.jobs is None:
             self.notify("Not connected to the cluster: no logs to follow", severity="warning")
             return
-        job = self.jobs.runner.jobs.get(job_id)
         try:
-            plan = job.plan if job is not None else self.jobs.history.get(job_id).plan
+            plan = await self.jobs.plan_of(job_id)
         except JobError as exc:
             self.notify(str(exc), severity="error")
             return
-        self.push_screen(LogsScreen(plan, clock=self.clock))
+        self.push_screen(LogsScreen(plan, self.services))
 
     def action_launch(self) -> None:
         if isinstance(self.screen, LaunchScreen):
@@ -223,7 +270,7 @@ class DistConsoleApp(App[int]):
                 self.jobs_screen.select_job(job_id)
                 self.switch_mode("jobs")
 
-        self.push_screen(LaunchScreen(self.inventory), launched)
+        self.push_screen(LaunchScreen(self.services), launched)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):

@@ -32,7 +32,7 @@ def gpu_alerts(gpu: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> list[
 
 
 def host_needs_attention(view: HostView, limits: Thresholds = DEFAULT_THRESHOLDS) -> bool:
-    if not view.up or view.stale:
+    if not view.live:
         return True
     sample = view.sample
     return sample is not None and any(gpu_alerts(g, limits) for g in sample.gpus)

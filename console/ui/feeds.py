@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 from console.inventory import Inventory
-from console.transport.base import HostStatus
+from console.transport.base import HostConnection, HostStatus
 
 
 class HostStatusSource(Protocol):
@@ -23,6 +23,8 @@ class HostStatusSource(Protocol):
     async def close(self) -> None: ...
 
     def reconnect_now(self, name: str | None = None) -> None: ...
+
+    def __getitem__(self, name: str) -> HostConnection: ...
 
 
 ConnectionsFactory = Callable[[Inventory], HostStatusSource]

@@ -7,8 +7,9 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
+from console.display import gap_text, line_prefix
 from console.logs.buffer import Gap, Shown
-from console.logs.models import LogLine, RankKey, rank_key, rank_label
+from console.logs.models import LogLine, RankKey, rank_key
 
 # Distinct, readable on dark and light backgrounds.
 PALETTE = (
@@ -19,10 +20,6 @@ PALETTE = (
 def rank_colour(key: RankKey) -> str:
     index = key if isinstance(key, int) else sum(map(ord, key))
     return PALETTE[index % len(PALETTE)]
-
-
-def prefix(line: LogLine) -> str:
-    return f"{line.host} {rank_label(rank_key(line))}"
 
 
 def line_text(
@@ -36,7 +33,7 @@ def line_text(
     """``host rank │ text``; matches of ``search`` highlighted; context lines dimmed."""
     key = rank_key(line)
     text = Text(no_wrap=False)
-    text.append(f"{prefix(line):>{width}} ", style=f"bold {rank_colour(key)}")
+    text.append(f"{line_prefix(line):>{width}} ", style=f"bold {rank_colour(key)}")
     text.append("│ ", style="dim")
     body = Text(
         line.text, style="dim" if context else ("italic" if line.stream == "stderr" else "")
@@ -56,7 +53,7 @@ def render_lines(
     out: list[Text] = []
     for item in lines:
         if isinstance(item, Gap):
-            out.append(Text(f"   ··· {item.skipped} lines ···", style="dim"))
+            out.append(Text(f"   {gap_text(item.skipped)}", style="dim"))
         elif isinstance(item, Shown):
             out.append(line_text(item.line, width=width, search=search, context=not item.match))
         else:
@@ -65,4 +62,4 @@ def render_lines(
 
 
 def prefix_width(keys: Iterable[LogLine]) -> int:
-    return max((len(prefix(line)) for line in keys), default=8)
+    return max((len(line_prefix(line)) for line in keys), default=8)

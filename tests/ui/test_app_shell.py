@@ -75,7 +75,7 @@ async def test_footer_shows_every_app_binding() -> None:
 async def test_colon_opens_palette_and_theme_switches_from_it() -> None:
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
-        app.hosts_screen.apply_statuses(fixed_statuses())
+        app.apply_statuses(fixed_statuses())
         await pilot.pause()
         dark_colour = app.hosts_screen.table.get_cell("node2", "state")
         assert app.theme == "distconsole-dark"
@@ -133,7 +133,7 @@ async def test_rows_take_the_latest_status_of_a_batch_and_ages_follow_the_clock(
     async with app.run_test(size=(140, 30)) as pilot:
         screen = app.hosts_screen
         assert [screen.table.state_of(h.name) for h in app.inventory.hosts] == ["connecting"] * 6
-        screen.apply_statuses(
+        app.apply_statuses(
             [
                 HostStatus("node0", HostState.UP, latency_ms=3.0, since=now[0], last_seen=now[0]),
                 HostStatus("node0", HostState.DOWN, reason="reset", since=now[0], last_seen=now[0]),
@@ -147,10 +147,10 @@ async def test_rows_take_the_latest_status_of_a_batch_and_ages_follow_the_clock(
         screen.table.refresh_ages()
         assert screen.table.text_of("node0", "last_seen") == "2m ago"
         # Brackets in a reason are text, not markup.
-        screen.apply_statuses(
+        app.apply_statuses(
             [HostStatus("node1", HostState.DOWN, reason="[Errno 111] Connection refused")]
         )
         assert screen.table.text_of("node1", "reason") == "[Errno 111] Connection refused"
         # Unknown hosts (not in this inventory) are ignored, not a crash.
-        screen.apply_statuses([HostStatus("stranger", HostState.UP)])
-        assert "stranger" not in screen.table.statuses
+        app.apply_statuses([HostStatus("stranger", HostState.UP)])
+        assert "stranger" not in screen.table.statuses and "stranger" not in app.store.statuses

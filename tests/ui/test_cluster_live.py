@@ -19,6 +19,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from console import inventory as inventory_module
+from console.settings import make_settings
 from console.ui.app import DistConsoleApp
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.host_detail import HostDetailScreen
@@ -52,7 +53,7 @@ async def test_panels_stream_and_a_down_host_greys_while_others_update(
         cluster.write_inventory(tmp_path / "hosts.yaml", setup=STANDIN_SETUP, connect_timeout=3)
     )
     first, second = (h.name for h in cluster.hosts)
-    app = DistConsoleApp(inventory, monitor_interval=0.5)
+    app = DistConsoleApp(inventory, settings=make_settings(monitor_interval_s=0.5))
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.press("g")
         screen = app.screen

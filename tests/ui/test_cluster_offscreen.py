@@ -35,7 +35,7 @@ async def open_gpus(app: DistConsoleApp, pilot: Any) -> ClusterScreen:
     screen = app.screen
     assert isinstance(screen, ClusterScreen)
     for step in range(3):
-        screen.apply_views(gpu_views(step))
+        app.apply_views(gpu_views(step))
     await pilot.pause()
     return screen
 
@@ -71,7 +71,7 @@ async def test_off_screen_panel_shows_its_latest_sample_when_scrolled_into_view(
         height = node2.outer_size.height
 
         # Same height, new figures: nothing but the deferred paint can show them.
-        screen.apply_views(node2_with(3, 63.0))
+        app.apply_views(node2_with(3, 63.0))
         await pilot.pause()
         assert node2.view is not None and node2.view.sample is not None
         assert node2.view.sample.gpus[0].utilization_gpu == 63.0  # the data is there at once
@@ -82,7 +82,7 @@ async def test_off_screen_panel_shows_its_latest_sample_when_scrolled_into_view(
         await show(pilot, node0)
         assert not node2.in_view()
         process = GpuProcess(pid=9191, command="python offscreen.py", user="carol")
-        screen.apply_views(node2_with(4, 71.0, process))
+        app.apply_views(node2_with(4, 71.0, process))
         await pilot.pause()
         assert "pid 9191" not in screen_text(app)
         await show(pilot, node2)
@@ -100,7 +100,7 @@ async def test_counted_lines_match_the_rendered_panel() -> None:
         screen = await open_gpus(app, pilot)
         no_gpu = gpu_views(3)["node2"]
         assert no_gpu.sample is not None
-        screen.apply_views(
+        app.apply_views(
             {"node2": replace(no_gpu, sample=replace(no_gpu.sample, gpus=(), gpu_error="x\ny"))}
         )
         await pilot.pause()

@@ -26,7 +26,7 @@ async def open_gpus(app: DistConsoleApp, pilot, steps: int = 3) -> ClusterScreen
     screen = app.screen
     assert isinstance(screen, ClusterScreen)
     for step in range(steps):
-        screen.apply_views(gpu_views(step))
+        app.apply_views(gpu_views(step))
     await pilot.pause()
     return screen
 

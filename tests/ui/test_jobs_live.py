@@ -16,6 +16,7 @@ from textual.widgets import Input
 
 from console import inventory as inventory_module
 from console.jobs.models import JobState
+from console.settings import make_settings
 from console.ui.app import DistConsoleApp
 from console.ui.screens.jobs import ConfirmStop, JobsScreen
 from console.ui.screens.launch import LaunchScreen
@@ -50,7 +51,7 @@ async def test_launch_from_the_form_then_stop_from_the_jobs_screen(
     monkeypatch.setenv("DISTCONSOLE_DATA_DIR", str(tmp_path / "data"))
     cluster = sshd_cluster(n=2)
     inventory = inventory_module.load(cluster.write_inventory(tmp_path / "hosts.yaml"))
-    app = DistConsoleApp(inventory, monitor_interval=None)
+    app = DistConsoleApp(inventory, settings=make_settings(monitor_interval_s=None))
     async with app.run_test(size=(160, 60)) as pilot:
         await until(pilot, lambda: app.jobs is not None, 30, "job control ready")
         names = [h.name for h in inventory.hosts]

@@ -15,6 +15,7 @@ from textual.widgets import DataTable
 
 from console import inventory as inventory_module
 from console.jobs.spec import make_spec
+from console.settings import make_settings
 from console.ui.app import DistConsoleApp
 from console.ui.screens.jobs import JobsScreen
 from console.ui.screens.logs import LogsScreen
@@ -37,7 +38,7 @@ async def test_logs_of_a_running_job_show_every_rank_and_its_steps(
     monkeypatch.setenv("DISTCONSOLE_DATA_DIR", str(tmp_path / "data"))
     cluster = sshd_cluster(n=2)
     inventory = inventory_module.load(cluster.write_inventory(tmp_path / "hosts.yaml"))
-    app = DistConsoleApp(inventory, monitor_interval=None)
+    app = DistConsoleApp(inventory, settings=make_settings(monitor_interval_s=None))
     async with app.run_test(size=(200, 50)) as pilot:
         await until(pilot, lambda: app.jobs is not None, 30, "job control ready")
         assert app.jobs is not None
@@ -65,7 +66,7 @@ async def test_logs_of_a_running_job_show_every_rank_and_its_steps(
         def both_ranks_step() -> bool:
             text = logs.shown_text()
             return all(
-                any(t.startswith(f"{host} r{rank} | rank {rank} step") for t in text)
+                any(t.startswith(f"{host} r{rank}| rank {rank} step") for t in text)
                 for host, rank in (("node0", 0), ("node1", 1))
             )
 

@@ -46,7 +46,8 @@ def batch(start: int, count: int, *, error_at: int | None = None) -> LogBatch:
 
 async def open_logs(pilot: Pilot[Any]) -> LogsScreen:
     app = pilot.app
-    screen = LogsScreen(PLAN, clock=lambda: FROZEN_NOW, follow_hosts=False)
+    assert isinstance(app, DistConsoleApp)
+    screen = LogsScreen(PLAN, app.services, follow_hosts=False)
     await app.push_screen(screen)
     await pilot.pause()
     screen.apply_batches([batch(0, 10), batch(10, 10, error_at=12)])
@@ -64,9 +65,9 @@ async def test_all_ranks_interleaved_then_chosen_ranks() -> None:
         screen = await open_logs(pilot)
         text = screen.shown_text()
         assert len(text) == 81  # 20 steps x 4 ranks + the error line
-        assert text[0] == "node0 r0 | step 0 loss 1.0000 samples/s 128.0"
-        assert text[3].startswith("node1 r3 | step 0")
-        assert "node1 r3 | RuntimeError: [boom]" in text  # brackets kept, not markup
+        assert text[0] == "node0 r0| step 0 loss 1.0000 samples/s 128.0"
+        assert text[3].startswith("node1 r3| step 0")
+        assert "node1 r3| RuntimeError: [boom]" in text  # brackets kept, not markup
         await pilot.press("r")
         await pilot.pause()
         chooser = app.screen
@@ -75,11 +76,11 @@ async def test_all_ranks_interleaved_then_chosen_ranks() -> None:
         await pilot.press("space", "down", "down", "space", "down", "space", "enter")
         await pilot.pause()
         assert screen.ranks == [1]
-        assert {t.split(" | ")[0] for t in screen.shown_text()} == {"node0 r1"}
+        assert {t.split("| ")[0] for t in screen.shown_text()} == {"node0 r1"}
         # New lines of other ranks do not show up while r1 is chosen.
         screen.apply_batches([batch(20, 1)])
         await pilot.pause()
-        assert screen.shown_text()[-1] == "node0 r1 | step 20 loss 0.0476 samples/s 128.0"
+        assert screen.shown_text()[-1] == "node0 r1| step 20 loss 0.0476 samples/s 128.0"
 
 
 async def test_search_highlights_and_filter_mode_shows_context() -> None:
@@ -117,7 +118,7 @@ async def test_follow_pause_first_error_wrap_and_steps() -> None:
         assert len(screen.shown_text()) == 89
         await pilot.press("e")
         await pilot.pause()
-        assert screen.shown_text()[screen.error_index] == "node1 r3 | RuntimeError: [boom]"
+        assert screen.shown_text()[screen.error_index] == "node1 r3| RuntimeError: [boom]"
         assert not screen.following
         view = screen.query_one("#log-view", RichLog)
         await pilot.press("w")

@@ -21,7 +21,7 @@ SIZE = (120, 24)
 async def feed_fixed_statuses(pilot: Pilot[Any]) -> None:
     app = pilot.app
     assert isinstance(app, DistConsoleApp)
-    app.hosts_screen.apply_statuses(fixed_statuses())
+    app.apply_statuses(fixed_statuses())
     await pilot.pause()
 
 
@@ -53,7 +53,7 @@ async def show_fixed_gpus(pilot: Pilot[Any]) -> None:
     await pilot.press("g")
     await pilot.pause()
     for step in range(8):  # eight samples of history for the sparklines
-        app.cluster_screen.apply_views(gpu_views(step))
+        app.apply_views(gpu_views(step))
     await pilot.pause()
 
 

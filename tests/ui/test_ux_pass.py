@@ -15,7 +15,7 @@ from console.jobs.spec import make_spec
 from console.logs.models import LogBatch, LogLine
 from console.logs.steps import StepTracker
 from console.ui.app import DistConsoleApp
-from console.ui.job_control import JobRow
+from console.ui.jobs_service import JobRow
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen
 from console.ui.screens.host_detail import HostDetailScreen
@@ -33,7 +33,7 @@ async def test_h_comes_back_to_the_hosts_from_every_other_screen() -> None:
     # `h` from the GPU or jobs screen used to raise UnknownModeError and end the app.
     app = make_app()
     async with app.run_test(size=(120, 30)) as pilot:
-        app.hosts_screen.apply_statuses(fixed_statuses())
+        app.apply_statuses(fixed_statuses())
         for away, screen_type in (("g", ClusterScreen), ("j", JobsScreen)):
             await pilot.press(away)
             await pilot.pause()
@@ -59,18 +59,18 @@ async def test_jobs_screen_shows_enter_as_logs_and_selects_a_job_just_launched()
         screen = app.screen
         assert isinstance(screen, JobsScreen)
         old = job_row("old-job", FROZEN_NOW - 60, state=JobState.SUCCEEDED)
-        screen.show_rows([old])
+        app.apply_job_rows([old])
         await pilot.pause()
         assert screen.selected_id == "old-job"
         # A job launched from the form: it is listed first and the cursor goes to it.
         screen.select_job("new-job")
         new = job_row("new-job", FROZEN_NOW, state=JobState.RUNNING)
-        screen.show_rows([new, old])
+        app.apply_job_rows([new, old])
         await pilot.pause()
         assert screen.selected_id == "new-job"
         # Later refreshes keep whatever the user selects afterwards.
         await pilot.press("down")
-        screen.show_rows([new, old])
+        app.apply_job_rows([new, old])
         await pilot.pause()
         assert screen.selected_id == "old-job"
         enter = screen.active_bindings["enter"].binding
@@ -99,7 +99,7 @@ async def test_a_failed_jobs_detail_ends_with_the_last_lines_of_its_output() -> 
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, JobsScreen)
-        screen.show_rows([job_row("bad-job", FROZEN_NOW, state=JobState.FAILED, failure=failure)])
+        app.apply_job_rows([job_row("bad-job", FROZEN_NOW, state=JobState.FAILED, failure=failure)])
         await pilot.pause()
         detail = screen.query_one("#job-detail", Static)
         shown = str(detail.render()).splitlines()
@@ -169,7 +169,7 @@ def test_the_steps_total_stands_next_to_the_counter_it_belongs_to() -> None:
 async def test_enter_on_a_host_opens_its_detail_and_escape_comes_back() -> None:
     app = make_app()
     async with app.run_test(size=(140, 30)) as pilot:
-        app.hosts_screen.apply_statuses(fixed_statuses())
+        app.apply_statuses(fixed_statuses())
         await pilot.press("down")  # node1
         await pilot.press("enter")
         await pilot.pause()
@@ -186,7 +186,7 @@ async def test_palette_reaches_jobs_and_launch_and_help_names_screens_plainly() 
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Jobs", "Launch"} <= titles
         plan_ = plan(make_spec(kind="ddp", program="example:ddp"), app.inventory, job_id="job-7")
-        await app.push_screen(LogsScreen(plan_, clock=lambda: FROZEN_NOW, follow_hosts=False))
+        await app.push_screen(LogsScreen(plan_, app.services, follow_hosts=False))
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -200,7 +200,7 @@ async def test_the_first_log_lines_show_with_their_prefix_not_as_reprs() -> None
     app = make_app()
     async with app.run_test(size=(140, 30)) as pilot:
         plan_ = plan(make_spec(kind="ddp", program="example:ddp"), app.inventory, job_id="job-7")
-        logs = LogsScreen(plan_, clock=lambda: FROZEN_NOW, follow_hosts=False)
+        logs = LogsScreen(plan_, app.services, follow_hosts=False)
         await app.push_screen(logs)
         await pilot.pause()
         lines = tuple(

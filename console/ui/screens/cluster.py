@@ -1,8 +1,11 @@
-"""The cluster screen: one GPU panel per host, live; filter, attention view, host detail."""
+"""The cluster screen: one GPU panel per host, live; filter, attention view, host detail.
+
+Host views live in the app's store; the app hands this screen each batch that changed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -11,15 +14,16 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from console.inventory import Host, Inventory
+from console.inventory import Host
 from console.probe.models import HostView
 from console.ui.attention import gpu_alerts, host_needs_attention
+from console.ui.services import Services
 from console.ui.widgets.gpu_panel import HostPanel
 
 
 @dataclass(frozen=True, slots=True)
-class HostFigures:
-    """One host's share of the summary line."""
+class ClusterTotals:
+    """One host's share of the summary line (summed over hosts into the cluster's totals)."""
 
     down: bool = False
     gpus: int = 0
@@ -31,8 +35,8 @@ class HostFigures:
     simulated: bool = False
 
     @classmethod
-    def of(cls, view: HostView) -> HostFigures:
-        down = not view.up or view.stale
+    def of(cls, view: HostView) -> ClusterTotals:
+        down = not view.live
         sample = view.sample
         simulated = sample is not None and sample.simulated
         if down or sample is None:
@@ -68,15 +72,15 @@ class ClusterScreen(Screen[None]):
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
 
-    def __init__(self, inventory: Inventory, *, clock: Callable[[], float]) -> None:
+    def __init__(self, services: Services) -> None:
         super().__init__(name="gpus")
-        self.inventory = inventory
-        self._clock = clock
-        self.views: dict[str, HostView] = {}
+        self.services = services
+        self.inventory = services.inventory
+        self._clock = services.clock
         self.query_text = ""
         self.attention_only = False
         self._panels: dict[str, HostPanel] = {}
-        self._stats: dict[str, HostFigures] = {}
+        self._stats: dict[str, ClusterTotals] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -91,19 +95,22 @@ class ClusterScreen(Screen[None]):
                 yield panel
         yield Footer()
 
+    @property
+    def views(self) -> Mapping[str, HostView]:
+        return self.services.store.views
+
     def on_mount(self) -> None:
-        if self.views:
+        if self.views:  # arrived before the panels existed
             self.apply_views(dict(self.views))
-        self.set_interval(1.0, self._refresh_ages)
+        self.set_interval(self.services.settings.refresh_s, self._refresh_ages)
         self.call_after_refresh(self._focus_first_panel)
 
     # -- data in -------------------------------------------------------------------------
 
     def apply_views(self, batch: Mapping[str, HostView]) -> None:
-        """A batch of host views (only the hosts that changed)."""
-        self.views.update(batch)
+        """A batch of host views (only the hosts that changed; already in the store)."""
         for name, view in batch.items():
-            self._stats[name] = HostFigures.of(view)
+            self._stats[name] = ClusterTotals.of(view)
         if not self._panels or not self.is_mounted:
             return
         for name, view in batch.items():
@@ -123,7 +130,7 @@ class ClusterScreen(Screen[None]):
         # Only panels in view: an off-screen one catches up within a second of showing.
         for panel in self._panels.values():
             view = panel.view
-            if view is not None and (not view.up or view.stale) and panel.in_view():
+            if view is not None and not view.live and panel.in_view():
                 panel.watch_view(view)
 
     # -- visibility ----------------------------------------------------------------------

@@ -10,26 +10,19 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from console import display
+from console.display import NOT_REPORTED, figure
 from console.inventory import Host
 from console.probe.models import GpuSample, HostView
-from console.ui import formatting
 from console.ui.attention import gpu_alerts
 from console.ui.formatting import plain
-from console.ui.widgets.gpu_panel import NOT_REPORTED, host_figures
+from console.ui.widgets.gpu_panel import host_figures
 
 GPU_COLUMNS = (
     "GPU", "Name", "Util", "Mem util", "Memory", "Temp", "Power", "Fan", "Perf",
     "SM MHz", "Mem MHz", "ECC corr/uncorr", "MIG", "UUID", "Attention",
 )  # fmt: skip
 PROCESS_COLUMNS = ("GPU", "PID", "User", "Memory", "Job", "Rank", "Local rank", "Command")
-
-
-def figure(value: float | int | str | None, unit: str = "", digits: int = 0) -> str:
-    if value is None:
-        return NOT_REPORTED
-    if isinstance(value, str):
-        return value
-    return f"{value:.{digits}f}{unit}"
 
 
 def gpu_row(g: GpuSample) -> tuple[str, ...]:
@@ -85,11 +78,11 @@ class HostDetailScreen(Screen[None]):
         if view is None:
             header.update(f"{self.host.name}: connecting, no sample yet")
             return
-        state = f"{self.host.name} ({formatting.address(self.host)}): {view.state.value}"
+        state = f"{self.host.name} ({display.address(self.host)}): {view.state.value}"
         if view.reason:
             state += f" — {view.reason}"
-        if not view.up or view.stale:
-            state += f"; last seen {formatting.ago(view.last_seen, self._clock())}"
+        if not view.live:
+            state += f"; last seen {display.ago(view.last_seen, self._clock())}"
         sample = view.sample
         if sample is None:
             header.update(state)

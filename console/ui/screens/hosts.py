@@ -1,21 +1,23 @@
-"""The hosts screen: every inventory host with its connection state, live."""
+"""The hosts screen: every inventory host with its connection state, live.
+
+Statuses live in the app's store; the app hands this screen the ones that changed.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from console import display
 from console.inventory import Inventory
 from console.transport.base import HostState, HostStatus
-from console.ui import formatting
+from console.ui.services import Services
 from console.ui.widgets.host_table import HostTable
-
-AGE_REFRESH_S = 1.0
 
 
 def insecure_warning(inventory: Inventory) -> str | None:
@@ -30,7 +32,8 @@ def insecure_warning(inventory: Inventory) -> str | None:
 
 
 class HostsScreen(Screen[None]):
-    """Rows change in place as batches of :class:`HostStatus` arrive via ``apply_statuses``."""
+    """Rows change in place as batches of changed :class:`HostStatus` arrive via
+    ``apply_statuses``; the summary and the detail line read the store."""
 
     BINDINGS = [
         # Priority: the table's own Enter would only "select" the row.
@@ -39,11 +42,10 @@ class HostsScreen(Screen[None]):
         Binding("R", "reconnect_all", "Reconnect all", key_display="R"),
     ]
 
-    def __init__(self, inventory: Inventory, *, clock: Callable[[], float]) -> None:
+    def __init__(self, services: Services) -> None:
         super().__init__(name="hosts")
-        self.inventory = inventory
-        self._clock = clock
-        self._before_compose: list[HostStatus] = []
+        self.services = services
+        self.inventory = services.inventory
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -51,15 +53,14 @@ class HostsScreen(Screen[None]):
         if warning:
             yield Static(warning, id="insecure-banner", markup=False)
         yield Static(self._summary(), id="hosts-summary", markup=False)
-        yield HostTable(self.inventory.hosts, clock=self._clock, id="hosts-table")
+        yield HostTable(self.inventory.hosts, clock=self.services.clock, id="hosts-table")
         yield Static("", id="host-detail", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
-        self.set_interval(AGE_REFRESH_S, self._tick)
-        if self._before_compose:
-            early, self._before_compose = self._before_compose, []
-            self.apply_statuses(early)
+        self.set_interval(self.services.settings.refresh_s, self._tick)
+        if self.services.store.statuses:  # arrived before the table existed
+            self.apply_statuses(self.services.store.statuses.values())
 
     def _tick(self) -> None:
         self.table.refresh_ages()
@@ -73,17 +74,14 @@ class HostsScreen(Screen[None]):
     def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
         """A batch of host status changes: rows, the summary and the detail line follow."""
         if not self.query(HostTable):
-            self._before_compose.extend(statuses)
-            return
+            return  # on_mount shows what the store holds by then
         self.table.apply(statuses)
         self.query_one("#hosts-summary", Static).update(self._summary())
         self._show_detail(self.table.selected_host)
 
     def _summary(self) -> str:
         total = len(self.inventory.hosts)
-        tables = self.query(HostTable)
-        known = tables.first().statuses.values() if tables else ()
-        counts = Counter(s.state.value for s in known)
+        counts = Counter(s.state.value for s in self.services.store.statuses.values())
         waiting = total - sum(counts.values())
         parts = [f"{total} hosts"]
         for state in HostState:
@@ -97,11 +95,11 @@ class HostsScreen(Screen[None]):
 
     def _show_detail(self, name: str | None) -> None:
         detail = self.query_one("#host-detail", Static)
-        status = self.table.statuses.get(name) if name else None
+        status = self.services.store.statuses.get(name) if name else None
         if status is None:
             detail.update(f"{name}: waiting for the first connection attempt" if name else "")
             return
-        changed = formatting.ago(status.since, self._clock())
+        changed = display.ago(status.since, self.services.clock())
         text = f"{status.name}: {status.state.value} (changed {changed})"
         if status.reason:
             text += f" — {status.reason}"
@@ -115,8 +113,8 @@ class HostsScreen(Screen[None]):
             return
         from console.ui.screens.host_detail import HostDetailScreen
 
-        views = getattr(getattr(self.app, "cluster_screen", None), "views", {})
-        self.app.push_screen(HostDetailScreen(host, views.get(host.name), self._clock))
+        view = self.services.store.views.get(host.name)
+        self.app.push_screen(HostDetailScreen(host, view, self.services.clock))
 
     def action_reconnect(self) -> None:
         self._reconnect(self.table.selected_host)
@@ -125,7 +123,7 @@ class HostsScreen(Screen[None]):
         self._reconnect(None)
 
     def _reconnect(self, name: str | None) -> None:
-        connections = getattr(self.app, "connections", None)
+        connections = self.services.connections
         if connections is None:
             self.notify("Not connected to any host in this view", severity="warning")
             return

@@ -1,9 +1,14 @@
 """``j``: every job of this inventory with state, duration, hosts and ranks; ``s`` stops
-the selected job after a confirmation; Enter opens its logs."""
+the selected job after a confirmation; Enter opens its logs.
+
+The rows come from the app's store; the app hands the screen the rows that changed
+(job events, history re-reads) and each is written in place by its key: a changed
+job rewrites only its changed cells, a new one is added and the table re-ordered.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual import work
@@ -13,10 +18,14 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 
+from console.display import duration
 from console.errors import ConsoleError
 from console.jobs.models import JobState
 from console.ui.formatting import plain
-from console.ui.job_control import JobRow
+from console.ui.jobs_service import JobRow
+from console.ui.messages import OpenLogs
+from console.ui.services import Services
+from console.ui.theming import state_colour
 
 STATE_COLOURS = {
     JobState.STARTING: "connecting",
@@ -27,14 +36,8 @@ STATE_COLOURS = {
     JobState.LOST: "host-key-rejected",
 }
 COLUMNS = ("ID", "Name", "Kind", "State", "Duration", "Hosts", "Ranks")
+KEYS = tuple(label.lower() for label in COLUMNS)
 DETAIL_LINES = 11  # the detail box is 12 rows high, the state line included
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def failure_excerpt(failure: str, lines: int = DETAIL_LINES) -> str:
@@ -82,11 +85,15 @@ class JobsScreen(Screen[None]):
         Binding("enter", "logs", "Logs", priority=True),
     ]
 
-    def __init__(self, *, clock: Callable[[], float]) -> None:
+    def __init__(self, services: Services) -> None:
         super().__init__(name="jobs")
-        self._clock = clock
-        self.rows: dict[str, JobRow] = {}
+        self.services = services
+        self._cells: dict[str, tuple[str | Text, ...]] = {}  # what each row shows
         self._select_next: str | None = None
+
+    @property
+    def rows(self) -> Mapping[str, JobRow]:
+        return self.services.store.jobs
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -98,58 +105,74 @@ class JobsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#jobs-table", DataTable)
-        for label in COLUMNS:
-            table.add_column(label, key=label.lower())
-        self.show_rows(list(self.rows.values()))
-        self.set_interval(1.0, self._tick)
-
-    def on_screen_resume(self) -> None:
-        self._tick()
+        for label, key in zip(COLUMNS, KEYS, strict=True):
+            table.add_column(label, key=key)
+        self.apply_rows(list(self.rows.values()))
+        self.set_interval(self.services.settings.refresh_s, self._tick)
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._recolour())
 
     def _tick(self) -> None:
-        control = getattr(self.app, "jobs", None)
-        if control is not None:
-            self.show_rows(control.rows())
+        # Only running jobs' durations move; every other cell waits for an event.
+        self.apply_rows([r for r in self.rows.values() if r.ended is None])
 
-    def show_rows(self, rows: list[JobRow]) -> None:
-        """Replace the table's content with these rows (newest first), keeping the cursor."""
-        self.rows = {r.id: r for r in rows}
+    def _cells_of(self, row: JobRow, now: float) -> tuple[str | Text, ...]:
+        colour = state_colour(self.app.current_theme, STATE_COLOURS[row.state])
+        return (
+            plain(row.id),
+            plain(row.name),
+            plain(row.kind),
+            Text(row.state.value, style=f"bold {colour}"),
+            plain(duration(row.duration(now))),
+            plain(", ".join(row.hosts)),
+            plain(row.ranks),
+        )
+
+    def apply_rows(self, rows: Sequence[JobRow]) -> None:
+        """Rows that are new or changed (already in the store): each is written by its
+        key, only the cells that differ; the cursor stays on its job."""
         if not self.query("#jobs-table"):
-            return
+            return  # on_mount shows the store
         table = self.query_one("#jobs-table", DataTable)
         selected = self.selected_id
-        now = self._clock()
-        theme = self.app.current_theme
-        from console.ui.theming import state_colour
-
-        table.clear()
+        now = self.services.clock()
+        added = False
         for row in rows:
-            colour = state_colour(theme, STATE_COLOURS[row.state])
-            table.add_row(
-                plain(row.id),
-                plain(row.name),
-                plain(row.kind),
-                Text(row.state.value, style=f"bold {colour}"),
-                plain(duration(row.duration(now))),
-                plain(", ".join(row.hosts)),
-                plain(row.ranks),
-                key=row.id,
-            )
-        if self._select_next in self.rows:
+            cells = self._cells_of(row, now)
+            before = self._cells.get(row.id)
+            if before is None:
+                table.add_row(*cells, key=row.id)
+                added = True
+            else:
+                for key, cell, old in zip(KEYS, cells, before, strict=True):
+                    if cell != old:
+                        table.update_cell(row.id, key, cell, update_width=True)
+            self._cells[row.id] = cells
+        if added:
+            started = {job_id: row.started for job_id, row in self.rows.items()}
+            table.sort("id", key=lambda cell: -started.get(str(cell), 0.0))
+        if self._select_next in self._cells:
             selected, self._select_next = self._select_next, None
-        if selected in self.rows:
+        if selected in self._cells:
             table.move_cursor(row=table.get_row_index(selected))
-        running = sum(1 for r in rows if not r.state.finished)
+        running = sum(1 for r in self.rows.values() if not r.state.finished)
         self.query_one("#jobs-summary", Static).update(
-            f"{len(rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  Enter: logs"
+            f"{len(self.rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  Enter: logs"
         )
         self._show_detail()
+
+    def _recolour(self) -> None:
+        table = self.query_one("#jobs-table", DataTable)
+        now = self.services.clock()
+        for row in self.rows.values():
+            cells = self._cells_of(row, now)
+            table.update_cell(row.id, "state", cells[3])
+            self._cells[row.id] = cells
 
     def select_job(self, job_id: str) -> None:
         """Put the cursor on this job as soon as it is listed (a job just launched)."""
         self._select_next = job_id
         if self.is_mounted:
-            self._tick()
+            self.apply_rows([])
 
     @property
     def selected_id(self) -> str | None:
@@ -189,21 +212,21 @@ class JobsScreen(Screen[None]):
 
     @work(group="stop")
     async def _stop(self, job_id: str) -> None:
-        control = getattr(self.app, "jobs", None)
-        if control is None:
+        jobs = self.services.jobs
+        if jobs is None:
             self.notify("Not connected to the cluster", severity="error")
             return
         self.notify(f"Stopping {job_id} on every host…", timeout=3)
         try:
-            report = await control.stop(job_id)
+            report = await jobs.stop(job_id)
         except ConsoleError as exc:
             self.notify(f"Stopping {job_id} failed: {exc}", severity="error", timeout=15)
             return
+        # The row follows the job's own events; only the report is said here.
         if report.clean:
             self.notify(f"{job_id}: {report.describe()}", timeout=10)
         else:
             self.notify(f"{job_id}: {report.describe()}", severity="error", timeout=20)
-        self._tick()
 
     def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
         # Enter on the focused table selects its row (the table's own binding).
@@ -212,4 +235,4 @@ class JobsScreen(Screen[None]):
     def action_logs(self) -> None:
         job_id = self.selected_id
         if job_id is not None:
-            self.run_worker(self.app.run_action(f"open_logs({job_id!r})"))
+            self.post_message(OpenLogs(job_id))

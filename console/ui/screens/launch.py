@@ -14,12 +14,12 @@ from textual.screen import Screen
 from textual.widgets import Checkbox, Footer, Header, Input, Label, Select, SelectionList, Static
 
 from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
-from console.inventory import Inventory
 from console.jobs.models import JobKind
 from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
 from console.jobs.spec import JobSpec, make_spec, parse_env
-from console.ui.job_control import plan_preview
+from console.ui.jobs_service import plan_preview
+from console.ui.services import Services
 
 TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     # (spec field, label, placeholder)
@@ -94,9 +94,10 @@ class LaunchScreen(Screen[str | None]):
         Binding("ctrl+r", "launch", "Launch"),
     ]
 
-    def __init__(self, inventory: Inventory) -> None:
+    def __init__(self, services: Services) -> None:
         super().__init__(name="launch")
-        self.inventory = inventory
+        self.services = services
+        self.inventory = services.inventory
         self.spec: JobSpec | None = None
         self.errors: dict[str, str] = {}
         self.launching = False
@@ -230,8 +231,7 @@ class LaunchScreen(Screen[str | None]):
             return
         if self.launching:
             return
-        control = getattr(self.app, "jobs", None)
-        if control is None:
+        if self.services.jobs is None:
             status.update("Not launched: not connected to the cluster yet.")
             return
         self.launching = True
@@ -243,10 +243,12 @@ class LaunchScreen(Screen[str | None]):
     @work(exclusive=True, group="launch")
     async def _launch(self, spec: JobSpec, preflight: bool, job_id: str | None) -> None:
         status = self.query_one("#launch-status", Static)
-        control = getattr(self.app, "jobs", None)
+        jobs = self.services.jobs
         try:
-            assert control is not None
-            job = await control.launch(spec, preflight=preflight, job_id=job_id)
+            if jobs is None:
+                status.update("Not launched: not connected to the cluster.")
+                return
+            job = await jobs.launch(spec, preflight=preflight, job_id=job_id)
         except PreflightError as exc:
             status.update(f"Not launched: {exc} (untick the pre-flight box to launch anyway)")
             return

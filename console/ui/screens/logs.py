@@ -3,91 +3,44 @@ context, follow/pause, first error, wrap, save; a steps panel per rank.
 
 A worker follows the job's files on its hosts and puts batches in an inbox; the screen
 takes everything waiting at once. The store keeps the last N lines per rank; the view
-renders at most ``VIEW_LINES`` of them (everything stays on the hosts' disks).
+renders at most ``settings.log_view_lines`` of them (everything stays on the hosts'
+disks). The steps panel is :mod:`console.ui.widgets.steps_table`, the rank chooser
+:mod:`console.ui.screens.choose_ranks`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Header, Input, RichLog, SelectionList, Static
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, RichLog, Static
 
+from console.display import gap_text, log_line_text
 from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
 from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key, rank_label
-from console.logs.stalls import find_stalls
+from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
-from console.ui.formatting import plain
 from console.ui.inbox import Inbox
 from console.ui.log_render import prefix_width, render_lines
+from console.ui.screens.choose_ranks import ChooseRanks
+from console.ui.services import Services
 from console.ui.widgets.log_view import LazyLogView
+from console.ui.widgets.steps_table import StepsTable, steps_reading
 
-VIEW_LINES = 5000
-# While following, at most this many of the newest lines of one update go to the view
-# (a screen shows ~50; at 100k+ lines/s building and searching every line for the view
-# would cost more than ingesting it); the rest is a gap row, and is in the store.
-FOLLOW_APPEND = 1000
-CONTEXT_LINES = 2
-STEP_COLUMNS = ("Rank", "Host", "Step", "Steps/s", "Samples/s", "Loss", "Lag", "")
-
-
-def steps_reading(progress: JobProgress, *, split_total: bool) -> str:
-    """The job's steps, with the total next to the counter it belongs to: a total split
-    over the ranks (Horovod) is reached by the sum of their counters; a total the ranks
-    print themselves ("step 7/300", DDP) is every rank's own, so rank 0's."""
-    total = f"/{progress.total_steps}" if progress.total_steps else ""
-    rank0 = None if progress.rank0_step is None else f"rank 0 {progress.rank0_step}"
-    if split_total:
-        return f"steps: sum {progress.sum_steps}{total}" + (f" · {rank0}" if rank0 else "")
-    if rank0 is None:
-        return f"steps: sum {progress.sum_steps}"
-    return f"steps: {rank0}{total} · sum {progress.sum_steps}"
+__all__ = ["ChooseRanks", "LogsScreen", "steps_reading"]
 
 
 class LogBatchesArrived(Message):
     """Log batches wait in the logs screen's inbox."""
-
-
-class ChooseRanks(ModalScreen[list[RankKey] | None]):
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel"),
-        # Priority: in a SelectionList Enter would toggle the option instead.
-        Binding("enter", "done", "Show", priority=True),
-    ]
-
-    def __init__(self, ranks: Sequence[RankKey], chosen: Sequence[RankKey] | None) -> None:
-        super().__init__()
-        self.ranks = list(ranks)
-        self.chosen = set(chosen if chosen is not None else ranks)
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="ranks-box"):
-            yield Static("Ranks to show (space toggles, Enter shows, Esc cancels)")
-            yield SelectionList[str](
-                *[(rank_label(k), repr(k), k in self.chosen) for k in self.ranks], id="ranks"
-            )
-
-    def on_mount(self) -> None:
-        choices = self.query_one("#ranks", SelectionList)
-        choices.highlighted = 0
-        choices.focus()
-
-    def action_done(self) -> None:
-        picked = set(self.query_one("#ranks", SelectionList).selected)
-        self.dismiss([k for k in self.ranks if repr(k) in picked])
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class LogsScreen(Screen[None]):
@@ -106,15 +59,23 @@ class LogsScreen(Screen[None]):
     def __init__(
         self,
         plan: JobPlan,
+        services: Services,
         *,
-        clock: Callable[[], float],
         max_lines_per_rank: int | None = None,
         follow_hosts: bool = True,
     ) -> None:
+        """``max_lines_per_rank`` overrides ``settings.log_lines_per_rank`` (benchmarks)."""
         super().__init__(name=f"logs:{plan.job_id}")
         self.plan = plan
-        self._clock = clock
-        self.store = LogStore(max_lines_per_rank) if max_lines_per_rank else LogStore()
+        self.services = services
+        settings = services.settings
+        self.store = LogStore(max_lines_per_rank or settings.log_lines_per_rank)
+        self.view_lines = settings.log_view_lines
+        # While following, at most this many of the newest lines of one update go to the
+        # view (a screen shows ~50; at 100k+ lines/s building and searching every line for
+        # the view would cost more than ingesting it); the rest is a gap row, in the store.
+        self.follow_append = settings.log_follow_append
+        self.context_lines = settings.log_context_lines
         self.steps = StepTracker()
         self.inbox: Inbox[LogBatch] = Inbox(self, LogBatchesArrived)
         self.ranks: list[RankKey] | None = None  # None: every rank
@@ -127,7 +88,12 @@ class LogsScreen(Screen[None]):
         self.notes: list[str] = []
         self._follow_hosts = follow_hosts
         self._width = 8
-        self._step_cells: dict[str, tuple[Text, ...]] = {}  # what the steps table shows
+        self._progress: JobProgress | None = None
+        self._stalled: dict[RankKey, Stall] = {}
+        self._summary_text: str | None = None
+        self.focus_index: int | None = None
+        self.error_index: int | None = None
+        self.saved_to: Path | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -135,10 +101,8 @@ class LogsScreen(Screen[None]):
         yield Input(placeholder="search (regular expression, Enter applies, Esc clears)",
                     id="log-search")  # fmt: skip
         with Horizontal(id="logs-body"):
-            yield LazyLogView(id="log-view", max_lines=VIEW_LINES, wrap=False, markup=False)
-            steps: DataTable[Text] = DataTable(id="steps-table", cursor_type="none")
-            steps.add_columns(*STEP_COLUMNS)
-            yield steps
+            yield LazyLogView(id="log-view", max_lines=self.view_lines, wrap=False, markup=False)
+            yield StepsTable(id="steps-table")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -146,7 +110,7 @@ class LogsScreen(Screen[None]):
         # The view renders with this screen's prefixes from the first line on; lines that
         # arrive before any rebuild (same prefix width) were shown as LogLine(...) reprs.
         self.view.show([], self._render_item, self._measure_item)
-        self.set_interval(1.0, self._refresh_steps)
+        self.set_interval(self.services.settings.refresh_s, self._refresh_steps)
         if self._follow_hosts:
             self._follow()
         self._summary()
@@ -158,7 +122,7 @@ class LogsScreen(Screen[None]):
         from console.logs.follower import HostLogFollower, follow_hosts
         from console.logs.targets import targets_from_plan
 
-        connections = getattr(self.app, "connections", None)
+        connections = self.services.connections
         if connections is None:
             self.notes.append("not connected: no live logs")
             return
@@ -192,7 +156,7 @@ class LogsScreen(Screen[None]):
         else:
             chosen = None if self.ranks is None else set(self.ranks)
             fresh = LineRuns(r for r in lines.runs if chosen is None or r.source.key in chosen)
-            skipped = max(0, len(fresh) - FOLLOW_APPEND)
+            skipped = max(0, len(fresh) - self.follow_append)
             self._append(fresh[skipped:], skipped)
         self._summary()
 
@@ -219,27 +183,29 @@ class LogsScreen(Screen[None]):
         self.shown.extend(items)
         if self.search is not None:
             self.matches += [start + i for i, ln in enumerate(lines) if self.search.search(ln.text)]
-        if len(self.shown) > VIEW_LINES:
-            cut = len(self.shown) - VIEW_LINES
+        if len(self.shown) > self.view_lines:
+            cut = len(self.shown) - self.view_lines
             self.shown = self.shown[cut:]
             self.matches = [m - cut for m in self.matches if m >= cut]
         self.view.add(items, scroll_end=True)
 
     def rebuild(self, focus_seq: int | None = None) -> None:
         """Show the view again from the store (ranks, search, filter mode, wrap): the
-        newest ``VIEW_LINES`` items, or a window around line number ``focus_seq``. Only
+        newest ``view_lines`` items, or a window around line number ``focus_seq``. Only
         those are taken from the store and only the rows on screen are rendered."""
         items: list[LogLine | Shown | Gap]
         focus: int | None = None
         if self.filter_mode and self.search is not None:
-            found = self.store.filtered(self.search, CONTEXT_LINES, self.ranks, VIEW_LINES)
-            items = list(found[-VIEW_LINES:])
+            limit = self.view_lines
+            found = self.store.filtered(self.search, self.context_lines, self.ranks, limit)
+            items = list(found[-limit:])
         elif focus_seq is not None:
-            before = VIEW_LINES // 4
-            window, focus, _ = self.store.window(focus_seq, before, VIEW_LINES - before, self.ranks)
+            before = self.view_lines // 4
+            after = self.view_lines - before
+            window, focus, _ = self.store.window(focus_seq, before, after, self.ranks)
             items = list(window)
         else:
-            items = list(self.store.tail(VIEW_LINES, self.ranks))
+            items = list(self.store.tail(self.view_lines, self.ranks))
         self.shown = items
         self.focus_index = focus
         self.matches = []
@@ -261,21 +227,21 @@ class LogsScreen(Screen[None]):
         view.scroll_to(y=max(0, index - 3), animate=False, immediate=True)
 
     def shown_text(self) -> list[str]:
+        """What the view shows as plain lines, as ``distconsole logs`` prints them."""
         out = []
         for item in self.shown:
             if isinstance(item, Gap):
-                out.append(f"··· {item.skipped} lines ···")
+                out.append(gap_text(item.skipped))
             else:
-                line = item.line if isinstance(item, Shown) else item
-                out.append(f"{line.host} {rank_label(rank_key(line))} | {line.text}")
+                out.append(log_line_text(item.line if isinstance(item, Shown) else item))
         return out
 
     # -- panels --------------------------------------------------------------------------
 
     def _gpu_util(self) -> dict[RankKey, float]:
-        views = getattr(getattr(self.app, "cluster_screen", None), "views", {})
+        """GPU utilization per rank of this job, from the store's latest samples."""
         util: dict[RankKey, float] = {}
-        for view in views.values():
+        for view in self.services.store.views.values():
             for gpu in view.sample.gpus if view.sample else ():
                 for p in gpu.processes:
                     ours = p.job == self.plan.job_id and p.rank is not None
@@ -285,40 +251,10 @@ class LogsScreen(Screen[None]):
 
     def _refresh_steps(self) -> None:
         ranks = self.steps.ranks()
-        progress = self.steps.job(self.plan.total_steps)
-        stalled = {s.key: s for s in find_stalls(ranks, self._clock(), self._gpu_util())}
-        furthest = max((r.step or 0 for r in ranks), default=0)
-        table = self.query_one("#steps-table", DataTable)
-
-        def fig(value: Any, digits: int = 1) -> Text:
-            return plain("" if value is None else f"{value:.{digits}f}")
-
-        rows = []
-        for r in ranks:
-            lag = furthest - r.step if r.step is not None else None
-            rows.append((
-                plain(rank_label(r.key)), plain(r.host), plain("" if r.step is None else r.step),
-                fig(r.steps_per_s, 2), fig(r.samples_per_s), fig(r.loss, 4),
-                plain(lag or ""),
-                Text("stalled", style="bold red") if r.key in stalled else plain(""),
-            ))  # fmt: skip
-        labels = [row[0].plain for row in rows]
-        if labels != list(self._step_cells):
-            # Ranks came or went: rebuild. Otherwise only changed cells are updated, so
-            # the table neither re-measures nor re-renders rows that stayed the same.
-            table.clear()
-            for label, row in zip(labels, rows, strict=True):
-                table.add_row(*row, key=label)
-        else:
-            columns = list(table.columns)
-            for label, row in zip(labels, rows, strict=True):
-                old = self._step_cells[label]
-                for column, cell, before in zip(columns, row, old, strict=True):
-                    if cell != before:
-                        table.update_cell(label, column, cell)
-        self._step_cells = dict(zip(labels, rows, strict=True))
-        self._progress = progress
-        self._stalled = stalled
+        now = self.services.clock()
+        self._stalled = {s.key: s for s in find_stalls(ranks, now, self._gpu_util())}
+        self._progress = self.steps.job(self.plan.total_steps)
+        self.query_one("#steps-table", StepsTable).show(ranks, self._stalled)
         self._summary()
 
     def _summary(self) -> None:
@@ -329,14 +265,14 @@ class LogsScreen(Screen[None]):
             f"{self.store.total_received} lines",
             "following" if self.following else "PAUSED (f follows)",
         ]
-        progress = getattr(self, "_progress", None)
+        progress = self._progress
         if progress is not None and any(r.step is not None for r in progress.ranks):
             parts.append(steps_reading(progress, split_total=self.plan.total_steps is not None))
             if progress.samples_per_s is not None:
                 parts.append(f"{progress.samples_per_s:.1f} samples/s")
             if progress.slowest is not None and progress.slowest_lag:
                 parts.append(f"slowest {rank_label(progress.slowest)} -{progress.slowest_lag}")
-        stalled = getattr(self, "_stalled", {})
+        stalled = self._stalled
         if stalled:
             parts.append("STALLED: " + ", ".join(rank_label(k) for k in stalled))
         if self.ranks is not None:
@@ -344,7 +280,7 @@ class LogsScreen(Screen[None]):
         if self.search is not None:
             parts.append(f"/{self.search.pattern}/ {len(self.matches)} matches")
         if self.filter_mode:
-            parts.append(f"matching only (±{CONTEXT_LINES})")
+            parts.append(f"matching only (±{self.context_lines})")
         if self.notes:
             parts.append(self.notes[-1])
         text = "  ·  ".join(parts)
@@ -352,7 +288,7 @@ class LogsScreen(Screen[None]):
         # Updated with every batch: a layout (the whole screen, steps table included) only
         # when the line may wrap differently, else a repaint of this line alone.
         width = max(1, summary.content_size.width)
-        old = getattr(self, "_summary_text", None)
+        old = self._summary_text
         same_rows = old is not None and len(old) // width == len(text) // width
         if text != old:
             summary.update(text, layout=not same_rows)

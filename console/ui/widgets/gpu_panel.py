@@ -20,10 +20,11 @@ from textual.theme import Theme
 from textual.visual import Visual
 from textual.widget import Widget
 
+from console import display
+from console.display import NOT_REPORTED
 from console.inventory import Host
 from console.probe.models import GpuProcess, GpuSample, HostSample, HostView
 from console.transport.base import HostState
-from console.ui import formatting
 from console.ui.attention import gpu_alerts
 from console.ui.theming import state_colour
 
@@ -31,7 +32,6 @@ HISTORY = 16  # samples of utilization kept per GPU for the sparkline
 MAX_PROCESS_LINES = 4
 BAR = 10
 SPARK = " ▁▂▃▄▅▆▇█"
-NOT_REPORTED = "n/r"
 
 
 def bar(fraction: float | None, width: int = BAR) -> str:
@@ -174,7 +174,7 @@ class HostPanel(Widget, can_focus=True):
         return super().render_lines(crop)
 
     def watch_view(self, view: HostView | None) -> None:
-        down = view is not None and (not view.up or view.stale)
+        down = view is not None and not view.live
         self.set_class(down, "-down")
         self._set_titles(view)
         self._check_height()
@@ -226,15 +226,15 @@ class HostPanel(Widget, can_focus=True):
             self.border_title = title
         subtitle = ""
         if view is not None:
-            if not view.up or view.stale:
-                seen = formatting.ago(view.last_seen, self._clock())
+            if not view.live:
+                seen = display.ago(view.last_seen, self._clock())
                 why = view.reason or ("no sample lately" if view.stale else "")
                 subtitle = f"{why} · last seen {seen}" if why else f"last seen {seen}"
             elif view.sample is not None and view.sample.simulated:
                 subtitle = "simulated GPUs"
             elif view.sample is not None:
                 subtitle = view.sample.gpu_source
-        subtitle = formatting.clip(subtitle, 90)
+        subtitle = display.clip(subtitle, 90)
         if subtitle != self.border_subtitle:
             self.border_subtitle = subtitle
 
@@ -268,7 +268,7 @@ class HostPanel(Widget, can_focus=True):
         if self.attention_only and gpus and not shown:
             lines.append(line_of("no GPU needs attention", "dim italic"))
         lines.extend(self._process_lines(shown))
-        if not view.up or view.stale:
+        if not view.live:
             lines = [line.copy() for line in lines]  # GPU lines are shared with later paints
             for line in lines:
                 line.stylize("dim")
@@ -308,7 +308,7 @@ class HostPanel(Widget, can_focus=True):
         util = gpu.utilization_gpu
         memory = gpu.memory_fraction
         line.append(f"{gpu.index:>2} ", style="bold")
-        line.append(f"{formatting.clip(short_gpu_name(gpu.name), 16):<16} ")
+        line.append(f"{display.clip(short_gpu_name(gpu.name), 16):<16} ")
         line.append(bar(None if util is None else util / 100), style=theme.primary or "")
         line.append(f" {NOT_REPORTED if util is None else f'{util:.0f}%':>4}  ")
         mem_style = theme.warning if memory is not None and memory >= 0.9 else theme.secondary
@@ -342,7 +342,7 @@ class HostPanel(Widget, can_focus=True):
                 NOT_REPORTED if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f}G"
             )
             owner = one_line(f"job {p.job} rank {p.rank}" if p.job else (p.user or ""))
-            command = formatting.clip(p.command or "", 60)
+            command = display.clip(p.command or "", 60)
             line = line_of(f"   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", "dim")
             line.append(command, style="dim italic")
             lines.append(line)

@@ -9,9 +9,10 @@ from textual.theme import Theme
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
+from console import display
 from console.inventory import Host
 from console.transport.base import HostState, HostStatus
-from console.ui import formatting
+from console.ui.formatting import plain
 from console.ui.theming import state_colour
 
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -40,7 +41,7 @@ class HostTable(DataTable[str | Text]):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._hosts = {h.name: h for h in hosts}
         self._clock = clock
-        self.statuses: dict[str, HostStatus] = {}
+        self.statuses: dict[str, HostStatus] = {}  # what the rows show (the store owns the truth)
         self._rows_ready = False
 
     def on_mount(self) -> None:
@@ -48,13 +49,13 @@ class HostTable(DataTable[str | Text]):
             self.add_column(label, key=key, width=REASON_MIN_WIDTH if key == "reason" else None)
         for host in self._hosts.values():
             self.add_row(
-                formatting.plain(host.name),
-                formatting.plain(formatting.address(host)),
+                plain(host.name),
+                plain(display.address(host)),
                 self._state_text(HostState.CONNECTING),
-                formatting.plain("-"),
-                formatting.plain("never"),
-                formatting.plain(", ".join(host.tags)),
-                formatting.plain(""),
+                plain(display.latency(None)),
+                plain("never"),
+                plain(", ".join(host.tags)),
+                plain(""),
                 key=host.name,
             )
         self._rows_ready = True
@@ -103,9 +104,7 @@ class HostTable(DataTable[str | Text]):
             return
         column.width = width
         for status in self.statuses.values():
-            self.update_cell(
-                status.name, "reason", formatting.plain(formatting.clip(status.reason, width))
-            )
+            self.update_cell(status.name, "reason", plain(display.clip(status.reason, width)))
         # DataTable recomputes its virtual size only when told its dimensions changed.
         self._require_update_dimensions = True
         self.refresh()
@@ -113,24 +112,20 @@ class HostTable(DataTable[str | Text]):
     def _write_row(self, status: HostStatus, now: float) -> None:
         row = status.name
         self.update_cell(row, "state", self._state_text(status.state), update_width=True)
-        self.update_cell(
-            row, "reason", formatting.plain(formatting.clip(status.reason, self._reason_width))
-        )
+        self.update_cell(row, "reason", plain(display.clip(status.reason, self._reason_width)))
         self.update_cell(
             row,
             "latency",
-            formatting.plain(formatting.latency(status.latency_ms)),
+            plain(display.latency(status.latency_ms)),
             update_width=True,
         )
-        self.update_cell(
-            row, "last_seen", formatting.plain(self._last_seen(status, now)), update_width=True
-        )
+        self.update_cell(row, "last_seen", plain(self._last_seen(status, now)), update_width=True)
 
     def _last_seen(self, status: HostStatus, now: float) -> str:
         # An up host is being seen right now; the stored time is only when it last answered.
-        if status.state is HostState.UP:
+        if status.is_up:
             return "now"
-        return formatting.ago(status.last_seen, now)
+        return display.ago(status.last_seen, now)
 
     def refresh_ages(self) -> None:
         """Re-render the relative "last seen" times (called by a timer)."""
@@ -138,9 +133,7 @@ class HostTable(DataTable[str | Text]):
             return
         now = self._clock()
         for status in self.statuses.values():
-            self.update_cell(
-                status.name, "last_seen", formatting.plain(self._last_seen(status, now))
-            )
+            self.update_cell(status.name, "last_seen", plain(self._last_seen(status, now)))
 
     def _recolour_states(self, _theme: Theme) -> None:
         if not self._rows_ready:

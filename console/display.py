@@ -1,0 +1,104 @@
+"""How values read when shown to people: one definition shared by the screens and the CLI.
+
+Plain strings only (no textual, no rich): the UI wraps them in its own cells, the CLI
+prints them. A figure a host or driver does not report is ``None`` in the core and
+reads :data:`NOT_REPORTED` everywhere it is shown.
+"""
+
+from __future__ import annotations
+
+from console.inventory import Host
+from console.logs.models import LogLine, rank_key, rank_label
+
+# One marker for "the host did not report this": "-" reads as a minus sign or "zero"
+# next to figures, "?" as an error of ours.
+NOT_REPORTED = "n/r"
+
+
+def figure(value: float | int | str | None, unit: str = "", digits: int = 0) -> str:
+    """A number with its unit (``"87%"``, ``"412 W"``), or :data:`NOT_REPORTED`."""
+    if value is None:
+        return NOT_REPORTED
+    if isinstance(value, str):
+        return value
+    return f"{value:.{digits}f}{unit}"
+
+
+def ago(then: float | None, now: float) -> str:
+    """``then`` relative to ``now`` (both epoch seconds): "12s ago", "3m ago", "never"."""
+    if then is None:
+        return "never"
+    seconds = max(0.0, now - then)
+    if seconds < 1:
+        return "just now"
+    if seconds < 60:
+        return f"{int(seconds)}s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h ago"
+    return f"{int(seconds // 86400)}d ago"
+
+
+def latency(ms: float | None) -> str:
+    if ms is None:
+        return NOT_REPORTED
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    if ms < 10_000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+def duration(seconds: float) -> str:
+    """``m:ss``, or ``h:mm:ss`` from an hour on (job run times)."""
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def byte_size(value: int | None) -> str:
+    """``12.3 GiB``; :data:`NOT_REPORTED` when unknown."""
+    if value is None:
+        return NOT_REPORTED
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{value} B"
+
+
+def address(host: Host) -> str:
+    """``user@address:port`` with the parts the inventory leaves to ~/.ssh/config omitted."""
+    if host.is_local:
+        return "local"
+    text = host.address if host.user is None else f"{host.user}@{host.address}"
+    return text if host.port is None else f"{text}:{host.port}"
+
+
+def clip(text: str, width: int) -> str:
+    """One line of at most ``width`` characters; the full text stays in the detail line."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# -- log lines -------------------------------------------------------------------------
+
+
+def line_prefix(line: LogLine) -> str:
+    """``node0 r3``, ``node1 worker1``, ``node0 launcher``: who wrote the line. The host
+    is printed once (a launcher's key carries it again after ``@``)."""
+    return f"{line.host} {rank_label(rank_key(line)).split('@', 1)[0]}"
+
+
+def log_line_text(line: LogLine) -> str:
+    """A log line as plain text, the way ``distconsole logs`` prints it and the logs
+    screen saves it: ``node0 r3| text``."""
+    return f"{line_prefix(line)}| {line.text}"
+
+
+def gap_text(skipped: int) -> str:
+    """Lines left out of a view (they stay in the store and on the hosts)."""
+    return f"··· {skipped} lines ···"

@@ -1,0 +1,71 @@
+"""The console's tunables in one validated model, shared by the UI and the CLI.
+
+Defaults are the values the modules used to keep as constants; a caller (the app, a
+command, a test) overrides a field by name. A bad value is refused when the settings
+are built, with a message that names the field, never later in a timer or a worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from console.errors import UsageError
+
+
+class Settings(BaseModel):
+    # Frozen: screens and workers read one object; a change is a new Settings.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    monitor_interval_s: float | None = Field(
+        default=1.0, gt=0, description="seconds between GPU samples; None starts no samplers"
+    )
+    close_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="how long quitting waits for each close (jobs, samplers, hosts)",
+    )
+    refresh_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="how often relative times, durations and the steps table redraw",
+    )
+    history_refresh_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="how often the jobs screen looks for jobs other consoles started",
+    )
+    stop_grace_s: float = Field(
+        default=10.0, ge=0, description="SIGTERM to SIGKILL, when a job is stopped"
+    )
+    log_lines_per_rank: int = Field(
+        default=100_000,
+        ge=100,
+        description="log lines kept in memory per rank (the rest stay on disk)",
+    )
+    log_view_lines: int = Field(default=5_000, ge=100, description="log lines a logs view renders")
+    log_follow_append: int = Field(
+        default=1_000, ge=1, description="newest lines of one update a following view appends"
+    )
+    log_context_lines: int = Field(
+        default=2, ge=0, le=50, description="lines shown around a match in matching-only mode"
+    )
+
+
+DEFAULT_SETTINGS = Settings()
+
+
+def make_settings(**fields: Any) -> Settings:
+    """Settings with these fields changed; a bad value raises :class:`UsageError`
+    naming the field and saying what it must be."""
+    try:
+        return Settings(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(part) for part in first["loc"]) or "settings"
+        if first["type"] == "extra_forbidden":
+            known = ", ".join(sorted(Settings.model_fields))
+            raise UsageError(name, f"no such setting (known: {known})") from None
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise UsageError(name, f"{message} (got {first.get('input')!r})") from None

@@ -1,0 +1,208 @@
+"""The jobs side of the app: one JobRunner over the app's connections, the history, the
+launch path (plan, pre-flight, start) the launch form drives, and the stream of job rows
+the jobs screen shows.
+
+No textual here: the app's workers consume :meth:`JobsService.row_updates` and screens
+call the other coroutines from workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from console.inventory import Inventory
+from console.jobs.history import JobHistory, JobSummary
+from console.jobs.models import JobPlan, JobState
+from console.jobs.placement import place
+from console.jobs.preflight import preflight_plan
+from console.jobs.runner import Job, JobRunner, StopReport
+from console.jobs.spec import JobSpec
+from console.settings import DEFAULT_SETTINGS, Settings
+from console.transport.pool import ClusterConnections
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One line of the jobs screen, from a live Job or a history record."""
+
+    id: str
+    name: str
+    kind: str
+    state: JobState
+    started: float
+    ended: float | None
+    hosts: tuple[str, ...]
+    ranks: int
+    failure: str
+
+    def duration(self, now: float) -> float:
+        return (self.ended or now) - self.started
+
+
+def row_of_job(job: Job) -> JobRow:
+    failure = job.failure.describe() if job.failure else ""
+    return JobRow(
+        job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
+        job.hosts, job.plan.world_size, failure,
+    )  # fmt: skip
+
+
+def row_of_summary(summary: JobSummary) -> JobRow:
+    return JobRow(
+        summary.id, summary.name, summary.kind.value, summary.state, summary.started,
+        summary.ended, summary.hosts, summary.world_size, summary.failure or "",
+    )  # fmt: skip
+
+
+def plan_preview(plan: JobPlan, *, port_chosen_at_launch: bool = False) -> str:
+    """The exact per-host commands and environment the launch will run.
+
+    ``port_chosen_at_launch``: the master port is the planner's default, which the
+    launch replaces with a port that is free on the master host at that moment."""
+    lines = [f"job {plan.job_id}  kind {plan.kind.value}  world size {plan.world_size}"]
+    if plan.master_addr and plan.master_port is not None:
+        master = f"master {plan.master_addr}:{plan.master_port}"
+        if port_chosen_at_launch:
+            master += "  (placeholder port: the launch takes one free on the master host)"
+        lines.append(master)
+    elif plan.master_addr:
+        lines.append(f"master {plan.master_addr}")
+    if plan.total_steps is not None:
+        lines.append(
+            f"steps: total {plan.total_steps}  per GPU {plan.steps_per_rank}  "
+            f"global {(plan.steps_per_rank or 0) * plan.world_size}  "
+            f"dropped by the division {plan.steps_dropped or 0}"
+        )
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    for launch in plan.launches:
+        lines.append("")
+        lines.append(f"[{launch.host}] {launch.role} {launch.index}  (cwd {launch.cwd})")
+        lines.append("  $ " + shlex.join(launch.argv))
+        for key in sorted(launch.env):
+            lines.append(f"    {key}={shlex.quote(launch.env[key])}")
+        for log in launch.log_paths:
+            lines.append(f"    log: {log.path}")
+    return "\n".join(lines)
+
+
+class JobsService:
+    """Launch, stop and re-attach through one runner; publish every job's row as it changes.
+
+    Rows come from two places: job events of the jobs this console runs (as they
+    happen), and the history, read in a thread, for jobs other consoles or the CLI
+    started or ended (every ``settings.history_refresh_s``)."""
+
+    def __init__(
+        self,
+        connections: ClusterConnections,
+        inventory: Inventory,
+        *,
+        settings: Settings = DEFAULT_SETTINGS,
+        history: JobHistory | None = None,
+    ) -> None:
+        self.inventory = inventory
+        self.settings = settings
+        self.history = history if history is not None else JobHistory()
+        self.runner = JobRunner(
+            connections, inventory, history=self.history, grace_s=settings.stop_grace_s
+        )
+        self._changed: asyncio.Queue[JobRow] = asyncio.Queue()
+        self._following: dict[str, asyncio.Task[None]] = {}
+
+    async def launch(
+        self, spec: JobSpec, *, preflight: bool = True, job_id: str | None = None
+    ) -> Job:
+        """Plan (free master port from the master host), pre-flight unless told not to,
+        then start on every host. Raises JobSpecError, PreflightError or JobError; nothing
+        runs when it raises. ``job_id``: the one the launch form's preview showed."""
+        plan = await self.runner.prepare(spec, job_id=job_id)
+        if preflight:
+            slots = {ph.name: ph.slots for ph in place(spec, self.inventory, plan.job_id).hosts}
+            report = await preflight_plan(
+                self.runner.connections, plan, self.inventory, slots=slots, interface=spec.interface
+            )
+            report.raise_if_failed()
+        try:
+            job = await self.runner.launch(plan)
+        finally:
+            launched = self.runner.jobs.get(plan.job_id)
+            if launched is not None:  # failed starts end as a row too
+                self._follow(launched)
+        return job
+
+    async def stop(self, job_id: str) -> StopReport:
+        job = self.runner.jobs.get(job_id)
+        if job is None:
+            record = await asyncio.to_thread(self.history.get, job_id)
+            job = await self.runner.attach(record, watch=False)
+        self._follow(job)
+        return await self.runner.stop(job)
+
+    async def attach_unfinished(self) -> list[Job]:
+        """Re-attach to jobs of this inventory that may still run (from an earlier console)."""
+        jobs = []
+        for record in await asyncio.to_thread(self.history.unfinished, self.inventory.path):
+            job = await self.runner.attach(record)
+            self._follow(job)
+            jobs.append(job)
+        return jobs
+
+    async def plan_of(self, job_id: str) -> JobPlan:
+        """The plan of a job this console runs, else from the history (JobError if unknown)."""
+        job = self.runner.jobs.get(job_id)
+        if job is not None:
+            return job.plan
+        return (await asyncio.to_thread(self.history.get, job_id)).plan
+
+    def _follow(self, job: Job) -> None:
+        if job.id not in self._following:
+            self._following[job.id] = asyncio.create_task(self._follow_events(job))
+
+    async def _follow_events(self, job: Job) -> None:
+        async for _event in job.events():
+            self._changed.put_nowait(row_of_job(job))
+
+    async def history_rows(self) -> list[JobRow]:
+        """Every job of this inventory in the history, read in a thread (SQLite blocks)."""
+        summaries = await asyncio.to_thread(self.history.summaries, inventory=self.inventory.path)
+        return [row_of_summary(s) for s in summaries]
+
+    async def row_updates(self) -> AsyncIterator[list[JobRow]]:
+        """Every job's row, then batches of the rows that changed: live jobs as their
+        events come, the history's rows when a re-read finds them different. A job this
+        console runs is shown from its live state, not from its history row."""
+        shown: dict[str, JobRow] = {}
+
+        def changed(rows: list[JobRow]) -> list[JobRow]:
+            fresh = [r for r in rows if shown.get(r.id) != r]
+            shown.update((r.id, r) for r in fresh)
+            return fresh
+
+        next_read = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            if loop.time() >= next_read:
+                live = self.runner.jobs
+                rows = [r for r in await self.history_rows() if r.id not in live]
+                rows += [row_of_job(job) for job in live.values()]
+                next_read = loop.time() + self.settings.history_refresh_s
+            else:
+                rows = []
+            with contextlib.suppress(TimeoutError):
+                timeout = max(0.0, next_read - loop.time())
+                rows.append(await asyncio.wait_for(self._changed.get(), timeout))
+            while not self._changed.empty():
+                rows.append(self._changed.get_nowait())
+            batch = changed(rows)
+            if batch:
+                yield batch
+
+    async def close(self) -> None:
+        for task in self._following.values():
+            task.cancel()
+        await self.runner.close()

@@ -1,0 +1,33 @@
+"""The app's composition root: everything screens use, made once by the app.
+
+Screens get this object in their constructor and never look things up on the app.
+``connections``, ``monitor`` and ``jobs`` are set by the app's workers once the
+cluster's connections exist; until then (and in views without connections) they are
+None, and a screen says so instead of acting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from console.inventory import Inventory
+from console.settings import Settings
+from console.ui.feeds import HostStatusSource
+from console.ui.jobs_service import JobsService
+from console.ui.store import ClusterStore
+
+if TYPE_CHECKING:
+    from console.probe.monitor import ClusterMonitor
+
+
+@dataclass(eq=False)
+class Services:
+    inventory: Inventory
+    settings: Settings
+    clock: Callable[[], float]  # "now" for relative times (frozen in snapshot tests)
+    store: ClusterStore  # the one place screens read cluster state from
+    connections: HostStatusSource | None = None
+    monitor: ClusterMonitor | None = None
+    jobs: JobsService | None = None

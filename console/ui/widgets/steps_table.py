@@ -1,0 +1,68 @@
+"""The logs screen's steps panel: one row per rank (step, rates, loss, lag, stalled)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from console.logs.models import RankKey, rank_label
+from console.logs.steps import JobProgress, RankSteps
+from console.ui.formatting import plain
+
+STEP_COLUMNS = ("Rank", "Host", "Step", "Steps/s", "Samples/s", "Loss", "Lag", "")
+
+
+def steps_reading(progress: JobProgress, *, split_total: bool) -> str:
+    """The job's steps, with the total next to the counter it belongs to: a total split
+    over the ranks (Horovod) is reached by the sum of their counters; a total the ranks
+    print themselves ("step 7/300", DDP) is every rank's own, so rank 0's."""
+    total = f"/{progress.total_steps}" if progress.total_steps else ""
+    rank0 = None if progress.rank0_step is None else f"rank 0 {progress.rank0_step}"
+    if split_total:
+        return f"steps: sum {progress.sum_steps}{total}" + (f" · {rank0}" if rank0 else "")
+    if rank0 is None:
+        return f"steps: sum {progress.sum_steps}"
+    return f"steps: {rank0}{total} · sum {progress.sum_steps}"
+
+
+def _fig(value: Any, digits: int = 1) -> Text:
+    return plain("" if value is None else f"{value:.{digits}f}")
+
+
+class StepsTable(DataTable[Text]):
+    """Rows keyed by rank label; ``show`` rewrites only the cells that changed."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="none")
+        self.add_columns(*STEP_COLUMNS)
+        self._cells: dict[str, tuple[Text, ...]] = {}  # what each row shows
+
+    def show(self, ranks: Sequence[RankSteps], stalled: Collection[RankKey]) -> None:
+        furthest = max((r.step or 0 for r in ranks), default=0)
+        rows = []
+        for r in ranks:
+            lag = furthest - r.step if r.step is not None else None
+            rows.append((
+                plain(rank_label(r.key)), plain(r.host), plain("" if r.step is None else r.step),
+                _fig(r.steps_per_s, 2), _fig(r.samples_per_s), _fig(r.loss, 4),
+                plain(lag or ""),
+                Text("stalled", style="bold red") if r.key in stalled else plain(""),
+            ))  # fmt: skip
+        labels = [row[0].plain for row in rows]
+        if labels != list(self._cells):
+            # Ranks came or went: rebuild. Otherwise only changed cells are updated, so
+            # the table neither re-measures nor re-renders rows that stayed the same.
+            self.clear()
+            for label, row in zip(labels, rows, strict=True):
+                self.add_row(*row, key=label)
+        else:
+            columns = list(self.columns)
+            for label, row in zip(labels, rows, strict=True):
+                old = self._cells[label]
+                for column, cell, before in zip(columns, row, old, strict=True):
+                    if cell != before:
+                        self.update_cell(label, column, cell)
+        self._cells = dict(zip(labels, rows, strict=True))
