@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from console import display
 from console.commands import options
+from console.display import NOT_REPORTED
 from console.errors import CommandTimeout, ConsoleError
 from console.inventory import Host, load
 from console.transport.base import HostState, HostStatus
@@ -231,18 +233,18 @@ def render_table(checks: Sequence[HostCheck], *, colour: bool = False) -> str:
 
 def _row(check: HostCheck) -> list[str]:
     status, facts = check.status, check.facts
-    latency = "-" if status.latency_ms is None else f"{status.latency_ms:.0f} ms"
+    latency = display.latency(status.latency_ms)
     if facts is None:
-        rest = ["-"] * 7
+        rest = [NOT_REPORTED] * 7
     else:
         rest = [
-            " / ".join(x for x in (facts.os, facts.kernel) if x) or "?",
-            "?" if facts.cpus is None else str(facts.cpus),
-            _size(facts.memory_total_bytes),
+            " / ".join(x for x in (facts.os, facts.kernel) if x) or NOT_REPORTED,
+            display.figure(facts.cpus),
+            display.byte_size(facts.memory_total_bytes),
             facts.python or "missing",
             facts.torch or "missing",
             _gpus(check.host, facts),
-            _size(facts.disk_free_bytes),
+            display.byte_size(facts.disk_free_bytes),
         ]
     return [check.host.name, status.state.value, latency, *rest, check.reason]
 
@@ -256,15 +258,4 @@ def _gpus(host: Host, facts: HostFacts) -> str:
         return "? (nvidia-smi failed)"
     if not facts.gpus:
         return "0"
-    return f"{facts.gpu_count}x {', '.join(facts.gpu_models) or '?'}"
-
-
-def _size(value: int | None) -> str:
-    if value is None:
-        return "?"
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{value} B"
+    return f"{facts.gpu_count}x {', '.join(facts.gpu_models) or NOT_REPORTED}"

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console.commands import options
+from console.display import NOT_REPORTED
 from console.inventory import Host, load
 from console.probe.models import GpuSample, HostView, host_view_to_json
 from console.transport.base import HostState
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _n(value: float | None, fmt: str = "{:.0f}") -> str:
-    return "-" if value is None else fmt.format(value)
+    return NOT_REPORTED if value is None else fmt.format(value)
 
 
 def _pair(used: float | None, total: float | None, unit: str) -> str:
@@ -146,10 +147,10 @@ def _pair(used: float | None, total: float | None, unit: str) -> str:
 
 def _gpu_line(g: GpuSample) -> str:
     return (
-        f"  GPU {g.index:<2} {(g.name or '?')[:34]:<34} util {_n(g.utilization_gpu):>3}%  "
+        f"  GPU {g.index:<2} {(g.name or NOT_REPORTED)[:34]:<34} util {_n(g.utilization_gpu):>3}%  "
         f"mem {_pair(g.memory_used_mib, g.memory_total_mib, 'MiB'):>18}  "
         f"{_n(g.temperature_c):>3} C  {_pair(g.power_draw_w, g.power_limit_w, 'W'):>11}  "
-        f"{g.pstate or '-'}"
+        f"{g.pstate or NOT_REPORTED}"
     )
 
 
@@ -184,8 +185,8 @@ def render(views: Sequence[HostView], *, colour: bool = False) -> str:
             for p in g.processes:
                 job = f"  job {p.job} rank {_n(p.rank)}" if p.job else ""
                 lines.append(
-                    f"      pid {p.pid:<7} {p.user or '?':<10} "
-                    f"{_n(p.used_memory_mib):>6} MiB{job}  {(p.command or '?')[:80]}"
+                    f"      pid {p.pid:<7} {p.user or NOT_REPORTED:<10} "
+                    f"{_n(p.used_memory_mib):>6} MiB{job}  {(p.command or NOT_REPORTED)[:80]}"
                 )
     good = sum(ok(v) for v in views)
     lines.append(f"{good}/{len(views)} hosts up and sampled")

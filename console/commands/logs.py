@@ -18,10 +18,11 @@ from typing import Any, TextIO
 
 from console import inventory as inventory_mod
 from console.commands import options
+from console.display import log_line_text
 from console.errors import JobError
 from console.jobs.history import JobHistory
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
-from console.logs.models import LogBatch, LogLine, rank_key, rank_label
+from console.logs.models import LogBatch, LogLine
 from console.logs.targets import targets_from_listing, targets_from_plan
 from console.transport import ClusterConnections, HostState
 
@@ -76,8 +77,7 @@ def register(sub: Any) -> None:
 
 
 def format_line(line: LogLine) -> str:
-    label = rank_label(rank_key(line)).split("@", 1)[0]  # the host is printed already
-    return f"{line.host} {label}| {line.text}"
+    return log_line_text(line)
 
 
 def json_line(line: LogLine) -> str:
