@@ -23,6 +23,7 @@ from console.inventory import Inventory
 from console.jobs import remote_ops
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
+from console.jobs.paths import exit_file
 from console.jobs.placement import place, select_hosts
 from console.jobs.preflight import preflight_plan
 from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
@@ -171,7 +172,7 @@ def follow_targets(plan: JobPlan) -> list[FollowTarget]:
                 continue
             for log in remote_ops.own_log_files(launch, job_dir):
                 files.append(context_for(plan.job_id, host, log, launch))
-            markers.append(f"{job_dir}/{remote_ops.process_name(launch)}.exit")
+            markers.append(exit_file(job_dir, remote_ops.process_name(launch)))
         targets.append(
             FollowTarget(plan.job_id, host, files=tuple(files), done_markers=tuple(markers))
         )

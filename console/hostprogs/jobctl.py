@@ -1,4 +1,4 @@
-"""The job helper the runner sends to a host (``python3 -c <this file> OP JSON``).
+"""The job helper the runner sends to a host (``python3 -u -c <this file> OP JSON``).
 
 Standard library only and runnable by any Python >= 3.7 on the host, because nothing of
 distconsole is installed there. One file holds every operation so the process-table
@@ -14,9 +14,11 @@ helpers are shared:
 - ``stop``: SIGTERM every process group of the job plus every process that carries the
   job's marker variable (torchrun puts its workers in sessions of their own), SIGKILL
   after the grace period, then report what is left.
-- ``follow``: long-lived; stream new lines of several files as ``index<TAB>line`` until
-  the given groups have ended and the files are drained, or stdin reaches EOF.
 - ``free-port``: print a TCP port nobody listens on.
+
+Every run first prints its hello, ``{"program": "jobctl", "v": VERSION}``, then one JSON
+line per record. The job directory's file names (``NAME.pgid``, ``.machine``, ``.exit``,
+``.sh``) are those of ``console/jobs/paths.py``; a contract test keeps them equal.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ import sys
 import time
 from typing import Any
 
+PROGRAM = "jobctl"
+VERSION = 1  # of its records
 MARKER = "DISTCONSOLE_JOB_ID"
+# A process's files in the job directory: NAME + suffix (console/jobs/paths.py's names).
+PGID_SUFFIX = ".pgid"
+MACHINE_SUFFIX = ".machine"
+EXIT_SUFFIX = ".exit"
+WRAPPER_SUFFIX = ".sh"
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -107,21 +116,21 @@ def this_machine() -> str:
 
 
 def recorded_here(job_dir: str, name: str) -> bool:
-    machine = read_text(os.path.join(job_dir, name + ".machine"))
+    machine = read_text(os.path.join(job_dir, name + MACHINE_SUFFIX))
     return machine is None or machine == this_machine()
 
 
 def job_pgids(job_dir: str, names: list[str]) -> dict[str, int]:
     found = {}
     for name in names:
-        text = read_text(os.path.join(job_dir, name + ".pgid"))
+        text = read_text(os.path.join(job_dir, name + PGID_SUFFIX))
         if text and text.isdigit():
             found[name] = int(text)
     return found
 
 
 def exit_status(job_dir: str, name: str) -> int | None:
-    text = read_text(os.path.join(job_dir, name + ".exit"))
+    text = read_text(os.path.join(job_dir, name + EXIT_SUFFIX))
     if text is None:
         return None
     try:
@@ -150,7 +159,7 @@ def op_start(args: dict[str, Any]) -> None:
     pgids = {}
     for proc in payload["processes"]:
         name = proc["name"]
-        wrapper = os.path.join(job_dir, name + ".sh")
+        wrapper = os.path.join(job_dir, name + WRAPPER_SUFFIX)
         write_atomic(wrapper, proc["script"], 0o700)
         child = subprocess.Popen(
             [shell, wrapper],
@@ -163,8 +172,8 @@ def op_start(args: dict[str, Any]) -> None:
         )
         # The wrapper leads its own session, so its pid is the group every
         # process it starts (unless one starts a session of its own) belongs to.
-        write_atomic(os.path.join(job_dir, name + ".machine"), this_machine() + "\n")
-        write_atomic(os.path.join(job_dir, name + ".pgid"), f"{child.pid}\n")
+        write_atomic(os.path.join(job_dir, name + MACHINE_SUFFIX), this_machine() + "\n")
+        write_atomic(os.path.join(job_dir, name + PGID_SUFFIX), f"{child.pid}\n")
         pgids[name] = child.pid
     emit({"pgids": pgids, "job_dir": job_dir})
 
@@ -240,7 +249,7 @@ def op_stop(args: dict[str, Any]) -> None:
     if os.path.isdir(job_dir):
         # Processes the console does not know of, but only those started on this
         # machine: another host's pgid (a shared home) is some other group here.
-        found = {f[: -len(".pgid")] for f in os.listdir(job_dir) if f.endswith(".pgid")}
+        found = {f[: -len(PGID_SUFFIX)] for f in os.listdir(job_dir) if f.endswith(PGID_SUFFIX)}
         names = sorted(set(names) | {n for n in found if recorded_here(job_dir, n)})
     groups = set(job_pgids(job_dir, names).values())
     me = os.getpgrp()
@@ -297,51 +306,6 @@ def op_stop(args: dict[str, Any]) -> None:
     )
 
 
-def op_follow(args: dict[str, Any]) -> None:
-    paths = [os.path.expanduser(p) for p in args["paths"]]
-    groups = set(args.get("pgids", []))
-    interval = float(args.get("interval", 0.2))
-    offsets = [0] * len(paths)
-    partial = [b""] * len(paths)
-
-    def drain() -> bool:
-        got = False
-        for i, path in enumerate(paths):
-            try:
-                with open(path, "rb") as handle:
-                    size = os.fstat(handle.fileno()).st_size
-                    if size < offsets[i]:
-                        offsets[i] = 0  # truncated or replaced: start again
-                    handle.seek(offsets[i])
-                    data = handle.read(1 << 20)
-            except OSError:
-                continue
-            if not data:
-                continue
-            got = True
-            offsets[i] += len(data)
-            lines = (partial[i] + data).split(b"\n")
-            partial[i] = lines.pop()
-            for line in lines:
-                sys.stdout.write(f"{i}\t{line.decode(errors='replace')}\n")
-        sys.stdout.flush()
-        return got
-
-    while True:
-        got = drain()
-        if groups and not got:
-            alive = {pgid for _pid, pgid, _state in live_processes()}
-            if not groups & alive:
-                drain()
-                break
-        if stdin_closed(0 if got else interval):
-            return
-    for i, rest in enumerate(partial):
-        if rest:
-            sys.stdout.write(f"{i}\t{rest.decode(errors='replace')}\n")
-    emit({"done": True})
-
-
 def op_free_port(args: dict[str, Any]) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("", 0))
@@ -353,7 +317,6 @@ OPS = {
     "watch": op_watch,
     "inspect": op_inspect,
     "stop": op_stop,
-    "follow": op_follow,
     "free-port": op_free_port,
 }
 
@@ -362,6 +325,7 @@ def main() -> None:
     op = sys.argv[1]
     args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     try:
+        emit({"program": PROGRAM, "v": VERSION})
         OPS[op](args)
     except BrokenPipeError:
         # The console closed the channel; nothing is left to tell.

@@ -1,7 +1,9 @@
-"""Pre-flight probe the console sends to a host (``python3 -c <this file> JSON``).
+"""Pre-flight probe the console sends to a host (``python3 -u - JSON``, this file on stdin).
 
 Runs after the host's setup line, with the interpreter jobs will use, so the versions
-it reports are the ones the job will see. Standard library only; prints one JSON line.
+it reports are the ones the job will see. Standard library only; prints its hello
+(``{"program": "preflight", "v": VERSION}``), then one JSON line, read by
+``console/jobs/probe_report.py``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import socket
 import subprocess
 import sys
 from typing import Any
+
+PROGRAM = "preflight"
+VERSION = 1  # of its report
 
 
 def package_version(name: str) -> str | None:
@@ -72,6 +77,7 @@ def gpu_state() -> dict[str, Any]:
 
 
 def main() -> None:
+    sys.stdout.write(json.dumps({"program": PROGRAM, "v": VERSION}) + "\n")
     args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     out: dict[str, Any] = {
         "python": ".".join(str(v) for v in sys.version_info[:3]),

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from console.errors import JobError, TransportError
 from console.inventory import Host, Inventory
-from console.jobs import remote_ops
+from console.jobs import jobctl_reports, remote_ops
 from console.jobs.history import JobHistory
 from console.jobs.job import Job, JobEvent, StopReport
 from console.jobs.models import JobState
@@ -80,16 +79,12 @@ class JobControl:
             raise JobError(
                 f"{host}: job helper '{op}' failed (status {result.exit_status}): {detail}"
             )
-        for line in reversed(result.stdout.splitlines()):
-            if line.startswith("{"):
-                data: dict[str, Any] = json.loads(line)
-                return data
-        raise JobError(f"{host}: job helper '{op}' printed no result: {result.stdout[-300:]!r}")
+        return jobctl_reports.one_shot(host, op, result.stdout)
 
     async def free_port(self, host: str) -> int:
         """A TCP port no process on ``host`` listens on right now."""
         data = await self._jobctl(host, "free-port", {}, timeout=20)
-        return int(data["port"])
+        return jobctl_reports.free_port(data).port
 
     def _save(self, job: Job) -> None:
         if self.history is not None:
@@ -142,12 +137,13 @@ class JobControl:
             "grace": grace_s,
             "names": [p.name for p in job.on_host(host)],
         }
-        data = await self._jobctl(host, "stop", args, timeout=grace_s + 30)
-        for report in data.get("processes", []):
-            info = job.processes.get((host, str(report["proc"])))
+        result = jobctl_reports.stopped(
+            await self._jobctl(host, "stop", args, timeout=grace_s + 30)
+        )
+        for report in result.processes:
+            info = job.processes.get((host, report.name))
             if info is not None and not info.ended:
                 info.ended, info.running = True, False
-                status = report.get("exit")
-                info.exit_status = None if status is None else int(status)
+                info.exit_status = report.exit_status
                 info.note = "stopped"
-        return tuple(f"pid {p['pid']}: {p['cmd']}" for p in data.get("remaining", []))
+        return tuple(f"pid {p.pid}: {p.command}" for p in result.remaining)

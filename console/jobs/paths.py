@@ -1,8 +1,12 @@
 """Where a job's files live on each host, and how to hand paths with ``~/`` to a shell.
 
-Layout of one job directory (``<work_dir>/.distconsole/jobs/<job-id>/``)::
+Layout of one job directory (``<work_dir>/.distconsole/jobs/<job-id>/``), where a
+process's NAME is ``<role>-<index>``::
 
-    <role>-<index>.out / .err   stdout / stderr of each launched process
+    NAME.out / NAME.err         stdout / stderr of each launched process
+    NAME.sh                     its wrapper script (runs setup, records the exit status)
+    NAME.pgid / NAME.machine    its process group, and the boot id of the machine that ran it
+    NAME.exit                   its exit status, written when it ends (atomically, via .tmp)
     example_<name>.py           a bundled example program, when the job uses one
     ranks/                      per-rank output written by mpirun / horovodrun
     torchrun/                   torchrun's own per-worker files
@@ -15,10 +19,10 @@ the remote shell expands ``~`` while everything else stays quoted.
 from __future__ import annotations
 
 import secrets
-import shlex
 import time
-from collections.abc import Iterable
 
+from console.hostprogs.ship import shell_join as shell_join  # re-exported: paths' quoting
+from console.hostprogs.ship import shell_word as shell_word
 from console.jobs.models import JOBS_SUBDIR
 from console.names import path_stem
 
@@ -38,12 +42,38 @@ def job_dir(work_dir: str, job_id: str) -> str:
     return f"{base}/{JOBS_SUBDIR}/{job_id}"
 
 
+# Suffixes after a process's name; console/hostprogs/jobctl.py (which cannot import
+# this module on a host) spells the same ones, and a contract test keeps them equal.
+STDOUT_SUFFIX = ".out"
+STDERR_SUFFIX = ".err"
+WRAPPER_SUFFIX = ".sh"
+PGID_SUFFIX = ".pgid"
+MACHINE_SUFFIX = ".machine"
+EXIT_SUFFIX = ".exit"
+TMP_SUFFIX = ".tmp"
+
+
+def process_name(role: str, index: int) -> str:
+    """A launched process's name: unique per host, the stem of its files."""
+    return f"{role}-{index}"
+
+
 def process_stdout(job_dir_path: str, role: str, index: int) -> str:
-    return f"{job_dir_path}/{role}-{index}.out"
+    return f"{job_dir_path}/{process_name(role, index)}{STDOUT_SUFFIX}"
 
 
 def process_stderr(job_dir_path: str, role: str, index: int) -> str:
-    return f"{job_dir_path}/{role}-{index}.err"
+    return f"{job_dir_path}/{process_name(role, index)}{STDERR_SUFFIX}"
+
+
+def exit_file(job_dir_path: str, name: str) -> str:
+    """Where the process named ``name`` records its exit status; present = it ended."""
+    return f"{job_dir_path}/{name}{EXIT_SUFFIX}"
+
+
+def temporary(path: str) -> str:
+    """The name a file is written under before its atomic rename to ``path``."""
+    return path + TMP_SUFFIX
 
 
 def ranks_dir(job_dir_path: str) -> str:
@@ -62,21 +92,3 @@ def example_path(job_dir_path: str, example: str) -> str:
 def example_resource(example: str) -> str:
     """Name of the bundled file in the ``console.examples`` package."""
     return f"{example}_train.py"
-
-
-def shell_word(word: str) -> str:
-    """Quote one word for a POSIX shell, leaving a leading ``~/`` for the shell to expand.
-
-    ``~/a b`` -> ``"$HOME"/'a b'``; anything else is :func:`shlex.quote`.
-    """
-    if word == "~":
-        return '"$HOME"'
-    if word.startswith("~/"):
-        rest = word[2:]
-        return '"$HOME"/' + shlex.quote(rest) if rest else '"$HOME"/'
-    return shlex.quote(word)
-
-
-def shell_join(argv: Iterable[str]) -> str:
-    """Like :func:`shlex.join`, with :func:`shell_word`'s ``~/`` expansion."""
-    return " ".join(shell_word(w) for w in argv)

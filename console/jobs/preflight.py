@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
 from console.errors import JobSpecError, PreflightError, TransportError
+from console.hostprogs import preflight_probe
+from console.hostprogs.ship import HostProgram, shipment
 from console.inventory import Host, Inventory
 from console.jobs.models import JobKind, JobPlan
-from console.jobs.remote_ops import with_setup
+from console.jobs.probe_report import HostProbe, parse_probe
 from console.transport.base import HostConnection, HostState
 from console.transport.pool import ClusterConnections
 
@@ -31,7 +32,7 @@ Severity = Literal["error", "warning"]
 
 @cache
 def probe_source() -> str:
-    return resources.files("console.hostprogs").joinpath("preflight_probe.py").read_text()
+    return Path(preflight_probe.__file__).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class Finding:
 @dataclass(frozen=True, slots=True)
 class PreflightReport:
     findings: tuple[Finding, ...]
-    probes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    probes: dict[str, HostProbe] = field(default_factory=dict)
     checked: tuple[str, ...] = ()  # names of the checks that ran
 
     @property
@@ -80,7 +81,7 @@ class PreflightReport:
                 {"check": f.check, "severity": f.severity, "host": f.host, "message": f.message}
                 for f in self.findings
             ],
-            "hosts": self.probes,
+            "hosts": {name: probe.to_json() for name, probe in self.probes.items()},
         }
 
     def raise_if_failed(self) -> None:
@@ -106,21 +107,23 @@ class HostRequest:
 
 async def probe_host(
     conn: HostConnection, request: HostRequest, packages: Sequence[str]
-) -> dict[str, Any]:
+) -> HostProbe:
     args = {
         "port": request.port,
         "programs": list(request.programs),
         "packages": list(packages),
     }
-    command = shlex.join([request.host.python, "-c", probe_source(), json.dumps(args)])
-    result = await conn.run(with_setup(request.host, command), timeout=PROBE_TIMEOUT_S)
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith("{"):
-            data: dict[str, Any] = json.loads(line)
-            return data
+    program = HostProgram(preflight_probe.PROGRAM, probe_source(), (json.dumps(args),))
+    # In bash, as the job wrappers run setup (setup lines may `source`).
+    sent = shipment(request.host, program, bash=True)
+    result = await conn.run(sent.command, timeout=PROBE_TIMEOUT_S, input=sent.stdin)
+    found = parse_probe(request.host.name, result.stdout)
+    if found is not None:
+        return found
     detail = (result.stderr.strip() or result.stdout.strip())[-500:]
+    what = "the host's setup line or the probe" if request.host.setup else "the probe"
     raise TransportError(
-        f"the probe did not run with {request.host.python} (status {result.exit_status}): {detail}"
+        f"{what} did not run with {request.host.python} (status {result.exit_status}): {detail}"
     )
 
 
@@ -136,7 +139,7 @@ async def run_preflight(
     ``packages`` are compared across hosts; ``required`` ones must be installed.
     """
     findings: list[Finding] = []
-    probes: dict[str, dict[str, Any]] = {}
+    probes: dict[str, HostProbe] = {}
     live: list[HostRequest] = []
     for req in requests:
         status = connections[req.host.name].status
@@ -176,21 +179,21 @@ async def run_preflight(
     return PreflightReport(tuple(findings), probes, tuple(checked))
 
 
-def _judge_host(req: HostRequest, probe: dict[str, Any], required: Sequence[str]) -> list[Finding]:
+def _judge_host(req: HostRequest, probe: HostProbe, required: Sequence[str]) -> list[Finding]:
     name = req.host.name
     found: list[Finding] = []
-    if req.port is not None and probe.get("port_free") is False:
+    if req.port is not None and probe.port_free is False:
         found.append(
             Finding(
                 "port",
                 "error",
-                f"master port {req.port} is in use ({probe.get('port_error') or 'bind failed'}); "
+                f"master port {req.port} is in use ({probe.port_error or 'bind failed'}); "
                 "choose another with --master-port (or leave it out to get a free one)",
                 name,
             )
         )
-    if req.interface and req.interface not in probe.get("interfaces", []):
-        have = ", ".join(probe.get("interfaces", [])) or "none"
+    if req.interface and req.interface not in probe.interfaces:
+        have = ", ".join(probe.interfaces) or "none"
         found.append(
             Finding(
                 "interface",
@@ -200,7 +203,7 @@ def _judge_host(req: HostRequest, probe: dict[str, Any], required: Sequence[str]
                 name,
             )
         )
-    for program, path in probe.get("programs", {}).items():
+    for program, path in probe.programs.items():
         if path is None:
             found.append(
                 Finding(
@@ -212,17 +215,17 @@ def _judge_host(req: HostRequest, probe: dict[str, Any], required: Sequence[str]
                 )
             )
     for package in required:
-        if probe.get("packages", {}).get(package) is None:
+        if probe.packages.get(package) is None:
             found.append(
                 Finding(
                     "versions",
                     "error",
-                    f"{package} is not installed for {probe.get('executable')}; install it or "
+                    f"{package} is not installed for {probe.executable}; install it or "
                     "fix the host's setup / python in the inventory",
                     name,
                 )
             )
-    present = probe.get("gpus")
+    present = probe.gpus
     if req.host.gpu_source == "simulated" and isinstance(req.host.gpus, int):
         present = req.host.gpus
     if req.gpus:
@@ -242,27 +245,27 @@ def _judge_host(req: HostRequest, probe: dict[str, Any], required: Sequence[str]
                 Finding(
                     "gpus",
                     "warning",
-                    f"no NVIDIA GPU found ({probe.get('gpu_error') or 'none listed'}); "
+                    f"no NVIDIA GPU found ({probe.gpu_error or 'none listed'}); "
                     f"its {req.gpus} rank(s) will run on CPU",
                     name,
                 )
             )
-    busy = probe.get("gpu_processes", [])
+    busy = probe.gpu_processes
     if busy:
-        listing = ", ".join(f"pid {p['pid']} {p['name']} ({p['used_mib']} MiB)" for p in busy)
+        listing = ", ".join(f"pid {p.pid} {p.name} ({p.used_mib} MiB)" for p in busy)
         found.append(
             Finding("gpu-busy", "warning", f"GPUs already used by other processes: {listing}", name)
         )
     return found
 
 
-def _compare_versions(probes: dict[str, dict[str, Any]], packages: Sequence[str]) -> list[Finding]:
+def _compare_versions(probes: dict[str, HostProbe], packages: Sequence[str]) -> list[Finding]:
     found: list[Finding] = []
     what: dict[str, dict[str, str]] = {"python": {}}
     for host, probe in probes.items():
-        what["python"][host] = str(probe.get("python"))
+        what["python"][host] = str(probe.python)
         for package in packages:
-            version = probe.get("packages", {}).get(package)
+            version = probe.packages.get(package)
             what.setdefault(package, {})[host] = "not installed" if version is None else version
     for name, by_host in what.items():
         if len(set(by_host.values())) > 1:

@@ -1,10 +1,12 @@
 """Command lines the runner sends to hosts: start, watch, inspect, stop, follow, tail.
 
-Every operation is ``python3 -c <jobctl.py> OP JSON`` (see ``remote/jobctl.py``): the
-arguments travel as one JSON word quoted with :func:`shlex.join`, so nothing the user
-typed is ever parsed by the remote shell. The per-process wrapper is the one place
-that is shell: it runs the host's ``setup`` line (a shell snippet by definition), then
-the program with every word quoted by :func:`console.jobs.paths.shell_join`.
+Every operation is ``python3 -u -c <jobctl.py> OP JSON`` (``console/hostprogs/jobctl.py``,
+shipped by :func:`console.hostprogs.ship.shipment`): the arguments travel as one JSON word
+quoted with :func:`shlex.quote`, so nothing the user typed is ever parsed by the remote
+shell. The per-process wrapper is the one place that is shell: it runs the host's
+``setup`` line (a shell snippet by definition, joined by the one setup composer
+:func:`console.hostprogs.ship.with_setup`), then the program with every word quoted by
+:func:`console.jobs.paths.shell_join`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from importlib import resources
 from typing import Any
 
 from console.errors import JobError
+from console.hostprogs import jobctl
+from console.hostprogs.ship import HostProgram, shipment, with_setup
 from console.inventory import Host
+from console.jobs import paths
 from console.jobs.models import JobPlan, LogFile, RankLaunch
 from console.jobs.paths import (
     process_stderr,
@@ -45,22 +50,21 @@ def jobctl_source() -> str:
 
 
 def jobctl_command(host: Host, op: str, args: Mapping[str, Any] | None = None) -> str:
-    """``python3 -c SOURCE OP JSON`` for ``host``, fully quoted."""
-    argv = [host.python, "-c", jobctl_source(), op]
+    """``python3 -u -c SOURCE OP JSON`` for ``host``, fully quoted.
+
+    No setup line: the helper needs only the standard library, and the wrappers it
+    starts run setup themselves. It keeps its stdin (the start payload; EOF tells
+    ``watch`` the console went away), so its source travels as ``-c``.
+    """
+    words = [op]
     if args is not None:
-        argv.append(json.dumps(dict(args), separators=(",", ":")))
-    return shlex.join(argv)
-
-
-def with_setup(host: Host, command: str) -> str:
-    """``command`` run after the host's setup line (in bash, which setup lines assume)."""
-    if not host.setup:
-        return command
-    return shlex.join(["bash", "-c", f"{host.setup}\n{command}"])
+        words.append(json.dumps(dict(args), separators=(",", ":")))
+    program = HostProgram(jobctl.PROGRAM, jobctl_source(), tuple(words), stdin="")
+    return shipment(host, program, setup=False).command
 
 
 def process_name(launch: RankLaunch) -> str:
-    return f"{launch.role}-{launch.index}"
+    return paths.process_name(launch.role, launch.index)
 
 
 def process_names(plan: JobPlan) -> dict[tuple[str, str], RankLaunch]:
@@ -115,8 +119,9 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
     """The bash script that runs one planned process and records how it ended."""
     name = process_name(launch)
     out = own_output(launch, job_dir)
-    exit_file = shell_word(f"{job_dir}/{name}.exit")
-    exit_tmp = shell_word(f"{job_dir}/{name}.exit.tmp")
+    exit_path = paths.exit_file(job_dir, name)
+    exit_file = shell_word(exit_path)
+    exit_tmp = shell_word(paths.temporary(exit_path))
     redirect = f"exec >{shell_word(out.stdout)} " + (
         "2>&1" if out.stderr is None else f"2>{shell_word(out.stderr)}"
     )
@@ -133,31 +138,26 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         f"export {JOB_ID_VAR}={shlex.quote(job_id)}",
         f"export {PROCESS_VAR}={shlex.quote(name)}",
     ]
-    if host.setup:
-        lines += [
-            host.setup,
-            "distconsole_status=$?",
-            'if [ "$distconsole_status" -ne 0 ]; then',
-            f"  echo {shlex.quote('distconsole: the host setup line failed: ' + host.setup)}"
-            ' "(status $distconsole_status)" >&2',
-            f"  distconsole_finish {SETUP_FAILED}",
-            "fi",
-        ]
-    lines += [
-        f"cd -- {shell_word(launch.cwd)} || distconsole_finish {CWD_FAILED}",
-    ]
+    body = [f"cd -- {shell_word(launch.cwd)} || distconsole_finish {CWD_FAILED}"]
     for key, value in launch.env.items():
         problem = env_name_problem(key)
         if problem:
             raise JobError(f"{launch.host}: {name}: {problem}")
-        lines.append(f"export {key}={shlex.quote(value)}")
+        body.append(f"export {key}={shlex.quote(value)}")
     if not launch.argv:
         raise JobError(f"{launch.host}: {name}: the plan gives no command to run")
-    lines += [
+    body += [
         f"{shell_join(launch.argv)} </dev/null",
         "distconsole_finish $?",
         "",
     ]
+    failed = shlex.quote("distconsole: the host setup line failed: " + (host.setup or ""))
+    on_failure = (
+        "distconsole_status=$?; "
+        f'echo {failed} "(status $distconsole_status)" >&2; '
+        f"distconsole_finish {SETUP_FAILED}"
+    )
+    lines.append(with_setup(host.setup, "\n".join(body), on_failure=on_failure))
     return "\n".join(lines)
 
 

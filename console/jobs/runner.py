@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from console.errors import JobError
-from console.jobs import remote_ops
+from console.jobs import jobctl_reports, remote_ops
 from console.jobs.control import DEFAULT_GRACE_S, WATCH_INTERVAL_S, Connections
 from console.jobs.history import JobRecord, plan_hosts
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo, StopReport
+from console.jobs.jobctl_reports import ProcessReport
 from console.jobs.models import JobKind, JobPlan, JobState, RankLaunch
 from console.jobs.paths import new_job_id
 from console.jobs.placement import select_hosts
@@ -104,10 +104,10 @@ class JobRunner(JobWatch):
     async def _start_on(self, job: Job, host: str, launches: Sequence[RankLaunch]) -> None:
         payload = remote_ops.start_payload(job.plan, self._host(host), launches)
         data = await self._jobctl(host, "start", {}, timeout=START_TIMEOUT_S, input=payload)
-        for name, pgid in data.get("pgids", {}).items():
+        for name, pgid in jobctl_reports.started(data).pgids.items():
             info = job.processes.get((host, name))
             if info is not None:
-                info.pgid = int(pgid)
+                info.pgid = pgid
                 info.running = True
 
     # -- stop ----------------------------------------------------------------------------
@@ -155,15 +155,14 @@ class JobRunner(JobWatch):
             self._watch(job, [h for h in hosts if h not in lost])
         return job
 
-    async def _inspect(self, job: Job, host: str) -> list[dict[str, Any]]:
+    async def _inspect(self, job: Job, host: str) -> list[ProcessReport]:
         args = {
             "job_id": job.id,
             "job_dir": remote_ops.host_job_dir(job.plan, host),
             "names": [p.name for p in job.on_host(host)],
         }
         data = await self._jobctl(host, "inspect", args, timeout=20)
-        reports: list[dict[str, Any]] = data.get("processes", [])
-        return reports
+        return list(jobctl_reports.inspected(data).processes)
 
     async def close(self) -> None:
         """Stop watching (the jobs keep running on their hosts)."""

@@ -5,14 +5,13 @@ stopped once every worker and the chief succeeded), lost hosts."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterable
-from typing import Any
 
 from console.errors import TransportError
 from console.jobs import remote_ops
 from console.jobs.control import JobControl
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo
+from console.jobs.jobctl_reports import JobctlReader, ProcessReport, WatchDone, watch_record
 from console.jobs.models import JobKind, JobState
 
 TAIL_LINES = 15
@@ -41,14 +40,16 @@ class JobWatch(JobControl):
                 await self._host_lost(job, host, str(exc))
                 return
             job._remote[host] = remote
+            reader = JobctlReader(host)
             try:
                 async for line in remote.lines():
-                    if not line.startswith("{"):
+                    raw = reader.read(line)
+                    if raw is None:
                         continue
-                    report = json.loads(line)
-                    if "proc" in report:
-                        await self._on_report(job, host, report)
-                    if report.get("done") or job.finished:
+                    record = watch_record(raw)
+                    if isinstance(record, ProcessReport):
+                        await self._on_report(job, host, record)
+                    if isinstance(record, WatchDone) or job.finished:
                         break
             finally:
                 job._remote.pop(host, None)
@@ -80,13 +81,13 @@ class JobWatch(JobControl):
             job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
             self._finish(job, JobState.LOST)
 
-    async def _on_report(self, job: Job, host: str, report: dict[str, Any]) -> None:
-        info = job.processes.get((host, str(report["proc"])))
+    async def _on_report(self, job: Job, host: str, report: ProcessReport) -> None:
+        info = job.processes.get((host, report.name))
         if info is None:
             return
-        if report.get("pgid") is not None:
-            info.pgid = int(report["pgid"])
-        if report.get("running"):
+        if report.pgid is not None:
+            info.pgid = report.pgid
+        if report.running:
             if not info.running:
                 info.running = True
                 job._publish(JobEvent(job.id, job.state, host, info.name, message="running"))
@@ -95,9 +96,8 @@ class JobWatch(JobControl):
             return
         info.ended = True
         info.running = False
-        status = report.get("exit")
-        info.exit_status = None if status is None else int(status)
-        if report.get("missing"):
+        info.exit_status = report.exit_status
+        if report.missing:
             info.note = "never started (no process group recorded)"
         elif info.exit_status is None:
             info.note = "ended without recording an exit status (killed?)"

@@ -36,7 +36,10 @@ def targets_from_plan(plan: JobPlan, hosts: Iterable[str] | None = None) -> list
     for host, contexts in files.items():
         job_dir = plan.job_dirs.get(host)
         done = (
-            tuple(f"{job_dir}/{launch.role}-{launch.index}.exit" for launch in launches[host])
+            tuple(
+                paths.exit_file(job_dir, paths.process_name(launch.role, launch.index))
+                for launch in launches[host]
+            )
             if job_dir
             else ()
         )

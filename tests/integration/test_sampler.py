@@ -107,6 +107,29 @@ async def test_sampler_streams_standin_gpu_over_ssh(
             assert len(_samplers_of(host.user)) == 1
 
 
+async def test_setup_line_ending_in_a_comment_still_gets_its_gpu_panel(
+    sshd_cluster: Callable[..., SshdCluster],
+) -> None:
+    # The defect: `{setup} && exec sampler` made the comment swallow the sampler.
+    cluster = sshd_cluster(n=1)
+    setup = f"{STANDIN_SETUP}  # py3.11 venv, GPU stand-in first on PATH"
+    inventory = load(cluster.write_inventory(setup=setup))
+    async with (
+        ClusterConnections(inventory) as pool,
+        ClusterMonitor(pool, interval=0.5) as monitor,
+    ):
+        views = await monitor.first_frame(timeout=30)
+        (view,) = views.values()
+        assert view.state is HostState.UP, view
+        assert view.sample is not None, view
+        assert view.sample.gpu_source == "nvidia-smi"
+        (gpu,) = view.sample.gpus
+        assert (gpu.name, gpu.utilization_gpu) == ("NVIDIA H200", 100.0)
+        first = view.sample.time
+        # Still streaming from the one sampler: the comment did not end it either.
+        await _until(monitor, lambda vs: all(_sampled_after(v, first) for v in vs.values()), 15)
+
+
 async def test_host_down_mid_stream_goes_stale_others_continue_then_comes_back(
     sshd_cluster: Callable[..., SshdCluster],
 ) -> None:

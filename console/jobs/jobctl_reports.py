@@ -1,0 +1,159 @@
+"""What the job helper (``console/hostprogs/jobctl.py``) reports, as typed records.
+
+Its output is JSON lines: the versioned hello first, then the operation's records.
+:class:`JobctlReader` checks the hello and turns each later line into one of the
+records below; :func:`one_shot` does the same for a finished run's whole stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from console.errors import JobError
+from console.hostprogs import jobctl
+from console.hostprogs.wire import check_hello
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessReport:
+    """One process of the job on this host: running, ended (with or without a status),
+    or never started (no process group recorded)."""
+
+    name: str
+    running: bool = False
+    exit_status: int | None = None
+    pgid: int | None = None
+    missing: bool = False  # no pgid file: it never started
+    gone: bool = False  # its group vanished without writing an exit status
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> ProcessReport:
+        return cls(
+            name=str(raw["proc"]),
+            running=bool(raw.get("running")),
+            exit_status=_int(raw.get("exit")),
+            pgid=_int(raw.get("pgid")),
+            missing=bool(raw.get("missing")),
+            gone=bool(raw.get("gone")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """``watch`` is alive (and the channel too: writing it would fail otherwise)."""
+
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class WatchDone:
+    """``watch`` saw every process end."""
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    pgids: Mapping[str, int]
+    job_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class Inspected:
+    processes: tuple[ProcessReport, ...]
+    marked: int  # processes that carry the job's id in their environment
+
+
+@dataclass(frozen=True, slots=True)
+class LeftProcess:
+    pid: int
+    command: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    remaining: tuple[LeftProcess, ...]
+    killed: int
+    processes: tuple[ProcessReport, ...]  # exit_status None: it left no status
+
+
+@dataclass(frozen=True, slots=True)
+class FreePort:
+    port: int
+
+
+WatchRecord = ProcessReport | Beat | WatchDone
+
+
+def watch_record(raw: Mapping[str, Any]) -> WatchRecord:
+    if "proc" in raw:
+        return ProcessReport.from_json(raw)
+    if raw.get("done"):
+        return WatchDone()
+    if "beat" in raw:
+        return Beat(float(raw["beat"]))
+    raise ValueError(f"not a watch record: {raw!r:.200}")
+
+
+def started(raw: Mapping[str, Any]) -> Started:
+    pgids = {str(k): int(v) for k, v in (raw.get("pgids") or {}).items()}
+    return Started(pgids, str(raw.get("job_dir", "")))
+
+
+def inspected(raw: Mapping[str, Any]) -> Inspected:
+    procs = tuple(ProcessReport.from_json(p) for p in raw.get("processes") or ())
+    return Inspected(procs, int(raw.get("marked") or 0))
+
+
+def stopped(raw: Mapping[str, Any]) -> Stopped:
+    left = tuple(LeftProcess(int(p["pid"]), str(p["cmd"])) for p in raw.get("remaining") or ())
+    procs = tuple(ProcessReport.from_json(p) for p in raw.get("processes") or ())
+    return Stopped(left, int(raw.get("killed") or 0), procs)
+
+
+def free_port(raw: Mapping[str, Any]) -> FreePort:
+    return FreePort(int(raw["port"]))
+
+
+class JobctlReader:
+    """One helper run's stdout lines: the hello (checked), then JSON records.
+
+    ``read`` returns None for the hello and for lines that are not JSON objects (a
+    Python warning on stderr-turned-stdout, say)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.greeted = False
+
+    def read(self, line: str) -> dict[str, Any] | None:
+        if not line.startswith("{"):
+            return None
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JobError(f"{self.host}: job helper wrote a broken line: {line[:200]!r}") from exc
+        if not self.greeted:
+            check_hello(self.host, jobctl.PROGRAM, jobctl.VERSION, raw)
+            self.greeted = True
+            return None
+        if not isinstance(raw, dict):
+            raise JobError(f"{self.host}: job helper wrote a non-object: {line[:200]!r}")
+        return raw
+
+
+def one_shot(host: str, op: str, stdout: str) -> dict[str, Any]:
+    """The last record of a finished helper run (after its hello)."""
+    reader = JobctlReader(host)
+    last = None
+    for line in stdout.splitlines():
+        record = reader.read(line)
+        if record is not None:
+            last = record
+    if last is None:
+        raise JobError(f"{host}: job helper '{op}' printed no result: {stdout[-300:]!r}")
+    return last
