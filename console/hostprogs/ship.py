@@ -40,7 +40,7 @@ def shell_join(argv: Iterable[str]) -> str:
     return " ".join(shell_word(w) for w in argv)
 
 
-def setup_group(setup: str) -> str:
+def _group(setup: str) -> str:
     """``setup`` as one shell compound command whose status is setup's own."""
     return f"{{ {setup}\n}}"
 
@@ -61,7 +61,7 @@ def with_setup(
     use bash-only words (``source``) while the login shell may be another sh.
     """
     if setup and setup.strip():
-        group = setup_group(setup)
+        group = _group(setup)
         if on_failure is None:
             line = f"{group} && {command}"
         else:
