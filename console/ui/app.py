@@ -169,8 +169,9 @@ class DistConsoleApp(App[int]):
             return
         jobs = JobsService(connections, self.inventory, settings=self.services.settings)
         self.services.jobs = jobs
-        self.run_worker(self._follow_job_rows(jobs), name="job-rows", group="connections",
-                        exit_on_error=False)  # fmt: skip
+        self.run_worker(
+            self._follow_job_rows(jobs), name="job-rows", group="jobs", exit_on_error=False
+        )
         # Jobs started by an earlier console keep running on their hosts: follow them again.
         await connections.wait_settled()
         attached = await jobs.attach_unfinished()
@@ -209,10 +210,13 @@ class DistConsoleApp(App[int]):
         self.apply_job_rows([row for batch in self.jobs_inbox.take() for row in batch])
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state is WorkerState.ERROR and event.worker.group == "connections":
+        if event.state is not WorkerState.ERROR:
+            return
+        what = {"connections": "Host connections", "jobs": "The job list"}
+        if event.worker.group in what:
             self.notify(
-                f"Host connections stopped: {event.worker.error}",
-                title="connections",
+                f"{what[event.worker.group]} stopped: {event.worker.error}",
+                title=event.worker.group,
                 severity="error",
                 timeout=30,
             )
