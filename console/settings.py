@@ -1,8 +1,9 @@
 """The console's tunables in one validated model, shared by the UI and the CLI.
 
-Defaults are the values the modules used to keep as constants; a caller (the app, a
-command, a test) overrides a field by name. A bad value is refused when the settings
-are built, with a message that names the field, never later in a timer or a worker.
+A default the core owns (a library default used without settings too) is imported from
+its module, never repeated here; a caller (the app, a command, a test) overrides a field
+by name. A bad value is refused when the settings are built, with a message that names
+the field, never later in a timer or a worker.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from console.errors import UsageError
+from console.jobs.control import DEFAULT_GRACE_S
+from console.logs.buffer import DEFAULT_MAX_LINES_PER_RANK
 
 
 class Settings(BaseModel):
@@ -37,10 +40,10 @@ class Settings(BaseModel):
         description="how often the jobs screen looks for jobs other consoles started",
     )
     stop_grace_s: float = Field(
-        default=10.0, ge=0, description="SIGTERM to SIGKILL, when a job is stopped"
+        default=DEFAULT_GRACE_S, ge=0, description="SIGTERM to SIGKILL, when a job is stopped"
     )
     log_lines_per_rank: int = Field(
-        default=100_000,
+        default=DEFAULT_MAX_LINES_PER_RANK,
         ge=100,
         description="log lines kept in memory per rank (the rest stay on disk)",
     )
