@@ -14,6 +14,10 @@ server:
   (``exit_with_signal``) or a dropped connection.
 - :class:`Stream`: stay open writing a line per interval; then exit, drop or hang.
 
+Clients reach it through a small TCP relay on :attr:`~ScriptedSshServer.port` (the
+"network"): :meth:`~ScriptedSshServer.freeze` makes the host hang (TCP up, nothing
+answers) until :meth:`~ScriptedSshServer.thaw`.
+
 Channels beyond ``max_sessions`` per connection are refused the way OpenSSH's
 ``MaxSessions`` refuses them (``OPEN_ADMINISTRATIVELY_PROHIBITED``, "open failed").
 :meth:`ScriptedSshServer.stop` takes the host off the network (listener closed,
@@ -460,6 +464,12 @@ class ScriptedSshServer:
         self.handlers: set[asyncio.Task[Any]] = set()  # sessions being served
         self.errors: list[Exception] = []  # scripting bugs raised while serving
         self._acceptor: asyncssh.SSHAcceptor | None = None
+        # Clients reach the SSH server through a relay on ``port`` (the "network"), so a
+        # test can freeze the link (a hung host: TCP up, nothing answers).
+        self._relay: asyncio.Server | None = None
+        self._links: set[asyncio.Task[None]] = set()
+        self._thawed = asyncio.Event()
+        self._thawed.set()
 
     # -- script ----------------------------------------------------------------------
 
@@ -501,17 +511,61 @@ class ScriptedSshServer:
         self._acceptor = await asyncssh.create_server(
             lambda: _ServerConnection(self),
             ADDRESS,
-            self.port,
+            0,
             server_host_keys=[self.host_key],
             authorized_client_keys=authorized,
             encoding=None,
-            reuse_address=True,
             login_timeout=10,
         )
+        self._relay = await asyncio.start_server(
+            self._relay_link, ADDRESS, self.port, reuse_address=True
+        )
         first = self.port == 0
-        self.port = self._acceptor.get_port()
+        self.port = self._relay.sockets[0].getsockname()[1]
         if first:
             self.known_hosts_path.write_text(self.known_hosts_line())
+
+    def freeze(self) -> None:
+        """The host hangs: connections stay open, nothing is forwarded either way (new
+        TCP connections are accepted and then hear nothing)."""
+        self._thawed.clear()
+
+    def thaw(self) -> None:
+        self._thawed.set()
+
+    async def _relay_link(
+        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None and self._acceptor is not None
+        self._links.add(task)
+        try:
+            server_r, server_w = await asyncio.open_connection(ADDRESS, self._acceptor.get_port())
+        except OSError:
+            client_w.close()
+            self._links.discard(task)
+            return
+        try:
+            copies = [
+                asyncio.ensure_future(self._copy(client_r, server_w)),
+                asyncio.ensure_future(self._copy(server_r, client_w)),
+            ]
+            # SSH never half-closes: one side gone ends the link.
+            await asyncio.wait(copies, return_when=asyncio.FIRST_COMPLETED)
+            for copy in copies:
+                copy.cancel()
+            await asyncio.gather(*copies, return_exceptions=True)
+        finally:
+            for writer in (client_w, server_w):
+                writer.close()
+            self._links.discard(task)
+
+    async def _copy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(_CHUNK):
+                await self._thawed.wait()
+                writer.write(data)
+                await writer.drain()
 
     def known_hosts_line(self, key: asyncssh.SSHKey | None = None) -> str:
         public = (key or self.host_key).export_public_key().decode().strip()
@@ -520,11 +574,21 @@ class ScriptedSshServer:
     async def stop(self) -> None:
         """The host drops off the network: listener closed, connections aborted."""
         acceptor, self._acceptor = self._acceptor, None
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.close()
         self.drop_connections()
+        for link in list(self._links):
+            link.cancel()
+        if self._links:
+            await asyncio.wait(set(self._links), timeout=5)
         if acceptor is not None:
             acceptor.close()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(acceptor.wait_closed(), 5)
+        if relay is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(relay.wait_closed(), 5)
 
     async def close(self) -> None:
         """Stop, and wait for every session's handler (and its local process) to end."""

@@ -287,9 +287,18 @@ class SshConnection(HostConnection):
             raise HostUnavailable(self.host.name, s.state.value, s.reason or "not connected")
         return self._conn
 
-    def _unavailable(self, exc: BaseException) -> TransportError:
-        if isinstance(exc, asyncssh.ChannelOpenError) and self._status.state is HostState.UP:
-            # The connection is fine; sshd refused one more session (MaxSessions).
+    def _unavailable(
+        self, exc: BaseException, conn: asyncssh.SSHClientConnection
+    ) -> TransportError:
+        if (
+            isinstance(exc, asyncssh.ChannelOpenError)
+            and self._status.state is HostState.UP
+            and not conn.is_closed()
+        ):
+            # The connection is fine; sshd refused one more session (MaxSessions). A
+            # channel still opening when the connection dies (keepalive timeout) fails
+            # with ChannelOpenError too, before maintain() marks the host down: that
+            # one is the host being unavailable.
             return TransportError(
                 f"{self.host.name}: sshd refused a new session ({exc.reason}); "
                 "too many channels open on this connection (sshd MaxSessions)"
@@ -311,7 +320,7 @@ class SshConnection(HostConnection):
         try:
             process = await conn.create_process(line, encoding="utf-8", errors="replace")
         except (asyncssh.Error, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(exc, conn) from exc
         try:
             if input:
                 process.stdin.write(input)
@@ -322,7 +331,7 @@ class SshConnection(HostConnection):
             raise CommandTimeout(self.host.name, line, timeout or 0.0) from None
         except (asyncssh.Error, OSError) as exc:
             process.close()
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(exc, conn) from exc
         except BaseException:
             _kill(process)  # cancelled by the caller: do not leave the command behind
             raise
@@ -342,7 +351,7 @@ class SshConnection(HostConnection):
                 with_env(command, env), encoding="utf-8", errors="replace"
             )
         except (asyncssh.Error, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(exc, conn) from exc
         return SshRemoteProcess(self, process)
 
     async def start_bytes(
@@ -352,7 +361,7 @@ class SshConnection(HostConnection):
         try:
             process = await conn.create_process(with_env(command, env), encoding=None)
         except (asyncssh.Error, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(exc, conn) from exc
         remote = SshRemoteProcess(self, process)
         remote._binary = True
         return remote

@@ -62,7 +62,7 @@ async def writer(server: ScriptedSshServer) -> None:
     step = 100
     for start in range(BEFORE, BEFORE + AFTER, step):
         write_lines(server, start, start + step)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.02)
     (job_dir(server) / "done").write_text("0\n")
 
 

@@ -25,13 +25,16 @@ INTERVAL = 0.1
 
 
 async def views_until(
-    monitor: ClusterMonitor, predicate: Callable[[HostView], bool], within: float = 10.0
+    monitor: ClusterMonitor,
+    predicate: Callable[[HostView], bool],
+    within: float = 10.0,
+    name: str = "node0",
 ) -> HostView:
-    """The first view of node0 (now or later) for which ``predicate`` holds."""
+    """The first view of ``name`` (now or later) for which ``predicate`` holds."""
 
     async def watch() -> HostView:
         async for batch in monitor.updates():
-            view = batch.get("node0")
+            view = batch.get(name)
             if view is not None and predicate(view):
                 return view
         raise AssertionError("monitor ended")
@@ -190,3 +193,26 @@ async def test_no_python_falls_back_to_nvidia_smi_loop(
     ):
         await monitor.first_frame(timeout=10)
     assert any("nvidia-smi" in s.command for s in server.sessions), server.sessions
+
+
+async def test_hung_host_goes_stale_while_the_others_keep_updating(
+    scripted_ssh: Scripted,
+) -> None:
+    healthy = await scripted_ssh("node0")
+    hung = await scripted_ssh("node1")
+    hosts = [s.host(keepalive_interval=0.2, connect_timeout=1.0) for s in (healthy, hung)]
+    async with (
+        ClusterConnections(hosts, ssh_config=[]) as pool,
+        ClusterMonitor(pool, interval=INTERVAL) as monitor,
+    ):
+        for name in ("node0", "node1"):
+            await views_until(monitor, live, name=name)
+        hung.freeze()
+        frozen_at = time.time()
+        view = await views_until(monitor, lambda v: v.stale, name="node1", within=5)
+        assert view.sample is not None and view.sample.time <= frozen_at + 0.5
+        # node0 kept updating all along.
+        await views_until(monitor, fresh_after(time.time()), name="node0", within=2)
+        assert monitor.views()["node1"].stale
+        hung.thaw()
+        await views_until(monitor, fresh_after(time.time()), name="node1", within=10)

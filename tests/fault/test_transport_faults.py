@@ -245,8 +245,9 @@ async def test_changed_host_key_is_rejected_until_trusted(scripted_ssh: Scripted
         rejected = await until(pool, "node0", state_is(HostState.HOST_KEY_REJECTED), within=10)
         assert "host key" in rejected.reason and "ssh-keyscan" in rejected.reason
         connects = server.connects
-        # It waits for the user: no retry loop against a host it must not trust.
-        await asyncio.sleep(1.5)
+        # It waits for the user: no retry loop against a host it must not trust (any
+        # other failure would have been retried 0.5 s on).
+        await asyncio.sleep(0.8)
         assert server.connects == connects
         assert pool["node0"].status.state is HostState.HOST_KEY_REJECTED
         with pytest.raises(HostUnavailable, match="host-key-rejected"):
@@ -280,3 +281,26 @@ async def test_one_host_down_does_not_hold_up_the_others(scripted_ssh: Scripted)
     result = outcomes["node0"]
     assert not isinstance(result, Exception) and result.stdout == "hi\n"
     assert isinstance(outcomes["node1"], HostUnavailable)
+
+
+async def test_hung_host_goes_down_by_keepalive_and_commands_do_not_hang(
+    scripted_ssh: Scripted,
+) -> None:
+    """TCP stays up but nothing answers (a hung host, a dead link): keepalives notice,
+    a command waiting on the host fails instead of waiting for ever."""
+    server = await scripted_ssh()
+    async with pool_of(server, keepalive_interval=0.2, connect_timeout=0.5) as pool:
+        await until(pool, "node0", state_is(HostState.UP))
+        server.freeze()
+        started = time.monotonic()
+        with pytest.raises(HostUnavailable):
+            await asyncio.wait_for(pool["node0"].run("echo hi", timeout=None), 5)
+        assert time.monotonic() - started < 3
+        down = await until(pool, "node0", state_is(HostState.DOWN), within=5)
+        assert "connection lost" in down.reason, down
+        # Reconnecting to a host that accepts TCP but never speaks SSH times out.
+        silent = await until(pool, "node0", lambda s: "no SSH answer" in s.reason, within=5)
+        assert silent.state is HostState.DOWN
+        server.thaw()
+        await until(pool, "node0", state_is(HostState.UP), within=10)
+        assert (await pool["node0"].run("echo hi")).stdout == "hi\n"
