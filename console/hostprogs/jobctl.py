@@ -43,6 +43,7 @@ PGID_SUFFIX = ".pgid"
 MACHINE_SUFFIX = ".machine"
 EXIT_SUFFIX = ".exit"
 WRAPPER_SUFFIX = ".sh"
+STOP_REQUESTED = "stop-requested"  # a file in the job directory: stop was asked for
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -179,6 +180,13 @@ def op_start(args: dict[str, Any]) -> None:
 
 
 def process_report(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
+    report = _process_state(job_dir, name, pgid, alive)
+    if not report.get("running") and os.path.exists(os.path.join(job_dir, STOP_REQUESTED)):
+        report["stop_requested"] = True
+    return report
+
+
+def _process_state(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
     status = exit_status(job_dir, name)
     if status is not None:
         return {"proc": name, "exit": status, "pgid": pgid}
@@ -251,6 +259,10 @@ def op_stop(args: dict[str, Any]) -> None:
         # machine: another host's pgid (a shared home) is some other group here.
         found = {f[: -len(PGID_SUFFIX)] for f in os.listdir(job_dir) if f.endswith(PGID_SUFFIX)}
         names = sorted(set(names) | {n for n in found if recorded_here(job_dir, n)})
+    if os.path.isdir(job_dir):
+        # Before any signal: whoever watches the job reads the deaths that follow as a
+        # stop, not as a failure.
+        write_atomic(os.path.join(job_dir, STOP_REQUESTED), f"{time.time()}\n")
     groups = set(job_pgids(job_dir, names).values())
     me = os.getpgrp()
     groups.discard(me)

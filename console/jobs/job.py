@@ -95,7 +95,10 @@ class Job:
         self.state = JobState.STARTING
         self.failure: JobFailure | None = None
         self.stop_report: StopReport | None = None
-        self.stopping = False
+        self.stopping = False  # this console is stopping the job
+        # Another console (or `distconsole stop`) is stopping it: its processes' deaths
+        # are not failures, and it ends stopped once they have all ended.
+        self.stopped_elsewhere = False
         self.processes: dict[tuple[str, str], ProcessInfo] = {
             key: ProcessInfo(key[0], key[1], launch)
             for key, launch in remote_ops.process_names(plan).items()

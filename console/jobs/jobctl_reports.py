@@ -32,6 +32,7 @@ class ProcessReport:
     pgid: int | None = None
     missing: bool = False  # no pgid file: it never started
     gone: bool = False  # its group vanished without writing an exit status
+    stop_requested: bool = False  # ended after someone asked for the job to stop
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ProcessReport:
@@ -42,6 +43,7 @@ class ProcessReport:
             pgid=_int(raw.get("pgid")),
             missing=bool(raw.get("missing")),
             gone=bool(raw.get("gone")),
+            stop_requested=bool(raw.get("stop_requested")),
         )
 
 

@@ -51,6 +51,10 @@ PGID_SUFFIX = ".pgid"
 MACHINE_SUFFIX = ".machine"
 EXIT_SUFFIX = ".exit"
 TMP_SUFFIX = ".tmp"
+# Written in the job directory by whoever stops the job, before any signal: a process
+# that then dies of SIGTERM was stopped on request, not a failure (another console
+# watching the job reads it so).
+STOP_REQUESTED = "stop-requested"
 
 
 def process_name(role: str, index: int) -> str:

@@ -97,7 +97,10 @@ class JobWatch(JobControl):
         info.ended = True
         info.running = False
         info.exit_status = report.exit_status
-        if report.missing:
+        if report.stop_requested:
+            job.stopped_elsewhere = True
+            info.note = "stopped"
+        elif report.missing:
             info.note = "never started (no process group recorded)"
         elif info.exit_status is None:
             info.note = "ended without recording an exit status (killed?)"
@@ -111,6 +114,10 @@ class JobWatch(JobControl):
             return
         everything_ended = all(p.ended for p in job.processes.values())
         if job.stopping:
+            return
+        if job.stopped_elsewhere:
+            if everything_ended:
+                self._finish(job, JobState.STOPPED)
             return
         if info.exit_status != 0 and job.failure is None:
             job.failure = await self._failure(job, info)

@@ -208,3 +208,39 @@ def test_failing_preflight_stops_the_launch(sshd_cluster, tmp_path) -> None:
     report = json.loads(checked.stdout)
     assert report["ok"] is True
     assert {h["packages"]["torch"] for h in report["hosts"].values()} != {None}
+
+
+def test_a_job_stopped_from_another_console_reads_stopped_not_failed(
+    sshd_cluster, tmp_path
+) -> None:
+    # `launch` watches the job while `distconsole stop` (another process, as from a second
+    # terminal) stops it: the ranks die of SIGTERM, which must read as stopped, with no
+    # failure and no traceback, in the watching console and in the history.
+    cluster = sshd_cluster(n=2)
+    inv = str(cluster.inventory_path)
+    proc = subprocess.Popen(
+        [
+            *CLI, "launch", inv, "--kind", "ddp", "--gpus-per-host", "1", "--grace", "5",
+            "--", "example:ddp", "--steps", "100000", "--sleep", "0.05",
+        ],
+        env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if re.match(r"\[node1 r1\] rank 1 step 2/", line):
+                break
+        job_id = jobs_json(tmp_path, cluster.inventory_path)[0]["id"]
+        stopped = dc(tmp_path, "stop", inv, job_id, "--grace", "5")
+        assert stopped.returncode == 0, stopped.stderr
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert f"job {job_id} was stopped" in err
+    assert "failed" not in err and "Traceback" not in err, err
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "stopped"
+    assert not job.get("failure"), job
+    assert_nothing_left(cluster)

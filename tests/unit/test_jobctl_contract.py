@@ -27,6 +27,7 @@ def test_file_names_are_the_paths_modules() -> None:
     assert jobctl.MACHINE_SUFFIX == paths.MACHINE_SUFFIX
     assert jobctl.EXIT_SUFFIX == paths.EXIT_SUFFIX
     assert jobctl.WRAPPER_SUFFIX == paths.WRAPPER_SUFFIX
+    assert jobctl.STOP_REQUESTED == paths.STOP_REQUESTED
     assert jobctl.MARKER == JOB_VAR == JOB_ID_VAR
 
 
