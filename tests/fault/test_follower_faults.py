@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from scripted_ssh import RunLocally, ScriptedSshServer
+from scripted_ssh import Reply, RunLocally, ScriptedSshServer
 
 from console.errors import TransportError
 from console.jobs.models import LogFile
@@ -175,3 +175,41 @@ async def test_follower_start_refused_raises_transport_error_promptly(
             async with asyncio.timeout(5):
                 async for _ in follower.batches():
                     pass
+
+
+@pytest.mark.parametrize(
+    "delay",
+    [
+        pytest.param(
+            0.3,
+            id="exit-after-program-sent",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="DEFECT: the error shows '<console.transport.streams.StderrTail object "
+                "at 0x...>' instead of the stderr text (follower.py: str(stderr))",
+            ),
+        ),
+        pytest.param(
+            0.0,
+            id="exit-with-exec-reply",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="DEFECT: HostLogFollower._start raises 'cannot write: Channel not open "
+                "for sending' when the follower exits before its program is written; the "
+                "exit status and stderr (python3: command not found) are lost",
+            ),
+        ),
+    ],
+)
+async def test_follower_that_cannot_start_says_why(scripted_ssh: Scripted, delay: float) -> None:
+    server = await scripted_ssh()
+    server.on(
+        None, Reply(stderr=["bash: python3: command not found\n"], exit_status=127, delay=delay)
+    )
+    async with ClusterConnections([server.host()], ssh_config=[]) as pool:
+        await pool.wait_settled(timeout=10)
+        follower = HostLogFollower(pool["node0"], target_of(server))
+        async with asyncio.timeout(10):
+            batches = [b async for b in follow_hosts([follower])]
+    errors = [n.message for b in batches for n in b.notes if n.kind == "error"]
+    assert len(errors) == 1 and "127" in errors[0] and "command not found" in errors[0], errors
