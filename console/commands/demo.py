@@ -2,7 +2,10 @@
 
 ``--serve`` only runs the cluster (its inventory path is the first stdout line) until
 SIGINT/SIGTERM, for scripts, benchmarks and a second terminal. Without it the cluster
-runs in a daemon thread's event loop while the UI (which runs its own loop) opens on it.
+runs in a daemon thread's event loop while the UI (which runs its own loop) opens on it,
+on the GPU screen with a small job already training (:mod:`console.commands.demo_job`)
+unless ``--idle``; the job is launched like ``launch --detach`` would, so the console
+finds it in the history and follows it as it follows any job it did not start.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from console.commands.demo_job import start_training
 from console.errors import ConsoleError
-from console.transport.demo import MAX_DEMO_HOSTS, DemoCluster
+from console.transport.demo import MAX_DEMO_HOSTS, DemoCluster, DemoUnavailable
 
 DEFAULT_HOSTS = 4
 
@@ -26,8 +30,10 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "demo",
         help="run an embedded demo cluster (SSH servers on loopback) and open the console on it",
-        description="Start N SSH servers in this process on 127.0.0.1 (real shells, simulated "
-        "GPUs) and open the console on them, or only serve them with --serve.",
+        description="Start N SSH servers in this process, each on its own loopback address "
+        "(127.42.0.x; real shells, simulated GPUs; the hosts reach each other by ssh, so "
+        "mpirun and horovodrun work), and open the console on them with a small job "
+        "training, or only serve them with --serve.",
     )
     parser.add_argument(
         "--hosts",
@@ -49,6 +55,12 @@ def register(sub: Any) -> None:
         metavar="DIR",
         help="keep the cluster's files (inventory, keys, homes) in DIR instead of a "
         "temporary folder that is removed on exit",
+    )
+    parser.add_argument(
+        "--idle",
+        action="store_true",
+        help="open the console with nothing running (default: a small job trains on the "
+        "first hosts)",
     )
     parser.add_argument("--theme", default=None, metavar="T", help="console theme")
     parser.set_defaults(func=run)
@@ -76,7 +88,7 @@ def _directory(text: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     if args.serve:
         return asyncio.run(_serve(args.hosts, args.dir))
-    return _open_console(args.hosts, args.dir, args.theme)
+    return _open_console(args.hosts, args.dir, args.theme, idle=args.idle)
 
 
 async def _serve(hosts: int, directory: Path | None) -> int:
@@ -86,11 +98,11 @@ async def _serve(hosts: int, directory: Path | None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        path = await cluster.start()
+        path = await _start(cluster)
         print(path, flush=True)
         print(
-            f"distconsole demo: {hosts} hosts on 127.0.0.1 ports "
-            f"{cluster.nodes[0].port}..; open the console with `distconsole {path}`; "
+            f"distconsole demo: {hosts} hosts on {cluster.nodes[0].address}.. port "
+            f"{cluster.port}; open the console with `distconsole {path}`; "
             "Ctrl-C stops",
             file=sys.stderr,
             flush=True,
@@ -101,7 +113,7 @@ async def _serve(hosts: int, directory: Path | None) -> int:
     return 0
 
 
-def _open_console(hosts: int, directory: Path | None, theme: str | None) -> int:
+def _open_console(hosts: int, directory: Path | None, theme: str | None, *, idle: bool) -> int:
     try:
         from console.ui.app import run as run_ui
     except ImportError as exc:
@@ -112,13 +124,30 @@ def _open_console(hosts: int, directory: Path | None, theme: str | None) -> int:
     thread = threading.Thread(target=loop.run_forever, name="demo-cluster", daemon=True)
     thread.start()
     try:
-        started: Future[Path] = asyncio.run_coroutine_threadsafe(cluster.start(), loop)
+        started: Future[Path] = asyncio.run_coroutine_threadsafe(_start(cluster), loop)
         path = started.result(timeout=60)
-        return run_ui(str(path), theme=theme)
+        notice = None
+        if not idle:
+            training = asyncio.run_coroutine_threadsafe(start_training(path), loop)
+            notice = training.result(timeout=120)
+        return run_ui(
+            str(path),
+            theme=theme,
+            first_screen="gpus",
+            sub_title=f"demo · {path} · {hosts} hosts",
+            notice=notice,
+        )
     finally:
         asyncio.run_coroutine_threadsafe(cluster.stop(), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+
+
+async def _start(cluster: DemoCluster) -> Path:
+    try:
+        return await cluster.start()
+    except DemoUnavailable as exc:
+        raise ConsoleError(f"demo: {exc.strerror}") from exc
 
 
 def _make_cluster(hosts: int, directory: Path | None) -> DemoCluster:

@@ -1,32 +1,35 @@
 """An embedded demo cluster: N asyncssh SSH servers in this process, on loopback.
 
-Every demo host listens on ``127.0.0.1`` with a port of its own (hosts are told apart by
-port, so no extra loopback addresses are needed), has its own ed25519 host key, and its
-own home and work directory under one folder::
+Every demo host has its own loopback address (``127.42.0.1``, ``127.42.0.2``, ...: the
+whole of 127/8 is loopback on Linux) and they all listen on ONE port, as a real
+cluster's sshds do on port 22, so hosts are told apart by address and ``mpirun -H
+127.42.0.1:2,127.42.0.2:2 --mca plm_rsh_args "-p PORT"`` reaches each as its own host.
+Each host has its own ed25519 host key, and its own home and work directory under one
+folder (what is written there: :mod:`console.transport.demo_files`)::
 
     <root>/hosts.yaml      the inventory (known_hosts + identity_file set: keys are verified)
     <root>/client_key      the one client key every host accepts
-    <root>/known_hosts     ``[127.0.0.1]:PORT ssh-ed25519 ...`` for every host
-    <root>/node0/home      HOME and cwd of node0's commands
+    <root>/known_hosts     ``[127.42.0.x]:PORT ssh-ed25519 ...`` for every host
+    <root>/bin/ssh         OpenSSH's ssh reading the calling host's ~/.ssh/config
+    <root>/node0/home      HOME and cwd of node0's commands; .ssh/ reaches every peer
     <root>/node0/work      node0's work_dir
 
-A command is a real local process, ``bash -c CMD``, in its own session (as sshd does),
-with stdin/stdout/stderr pumped to the SSH channel and the exit status (or signal)
-reported back. As with a real sshd, a dropped connection only closes the pipes: a process
-that detached with ``setsid`` keeps running. ``stop_host`` is a host dropping off the
-network (listener and connections gone; its processes live on unless asked otherwise);
-``stop()`` is powering the whole cluster off, so it ends every process the demo started.
+Commands run as real local processes (:mod:`console.transport.demo_session`).
+``stop_host`` is a host dropping off the network (listener and connections gone; its
+processes live on unless asked otherwise); ``stop()`` is powering the whole cluster off,
+so it ends every process the demo started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import getpass
+import ipaddress
 import os
 import secrets
 import shutil
-import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -34,33 +37,48 @@ from types import TracebackType
 from typing import Any
 
 import asyncssh
-from ruamel.yaml import YAML
 
+from console.transport.demo_files import inventory_data, write_cluster_files
 from console.transport.demo_processes import CLUSTER_ENV, HOST_ENV, end_processes
+from console.transport.demo_session import DemoServer, HomeSFTPServer, Session
 
-DEMO_ADDRESS = "127.0.0.1"
-DEMO_GPUS = 4
+# 127.0.0.x is taken by the test suite's sshd hosts; this range is the demo's alone.
+FIRST_ADDRESS = ipaddress.IPv4Address("127.42.0.1")
 MAX_DEMO_HOSTS = 256
+# The shared port is the first host's free port; another demo may hold it on a later
+# address (one that stopped its first host), so a few fresh tries are allowed.
+PORT_ATTEMPTS = 5
 # The caller's environment that a login on the host would plausibly also have.
 _PASSED_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "LD_LIBRARY_PATH", "TMPDIR")
-_CHUNK = 65536
+
+
+def demo_address(index: int) -> str:
+    return str(FIRST_ADDRESS + index)
+
+
+class DemoUnavailable(OSError):
+    """The demo cannot listen where it must (e.g. no 127.42.0.x on this system)."""
 
 
 class DemoNode:
-    """One demo host: its key, directories, listener and live connections."""
+    """One demo host: its key, address, directories, listener and live connections."""
 
     def __init__(self, cluster: DemoCluster, index: int) -> None:
         self.cluster = cluster
         self.index = index
         self.name = f"node{index}"
+        self.address = demo_address(index)
         self.root = cluster.root / self.name
         self.home = self.root / "home"
         self.work_dir = self.root / "work"
         self.tags = ("demo", "a100" if index % 2 == 0 else "h100")
         self.host_key = asyncssh.generate_private_key("ssh-ed25519", comment=self.name)
-        self.port = 0  # chosen by the OS on the first start, kept across restarts
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self.connections: set[asyncssh.SSHServerConnection] = set()
+
+    @property
+    def port(self) -> int:
+        return self.cluster.port
 
     @property
     def is_up(self) -> bool:
@@ -72,18 +90,19 @@ class DemoNode:
         self.home.mkdir(parents=True, exist_ok=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self._acceptor = await asyncssh.create_server(
-            lambda: _DemoServer(self),
-            DEMO_ADDRESS,
-            self.port,
+            lambda: DemoServer(self),
+            self.address,
+            self.cluster.port,
             server_host_keys=[self.host_key],
             authorized_client_keys=self.cluster.authorized_keys,
             process_factory=self._serve_session,
-            sftp_factory=lambda chan: _HomeSFTPServer(chan, self.home),
+            sftp_factory=lambda chan: HomeSFTPServer(chan, self.home),
             encoding=None,
             reuse_address=True,
             login_timeout=30,
         )
-        self.port = self._acceptor.get_port()
+        if self.cluster.port == 0:
+            self.cluster.port = self._acceptor.get_port()
 
     async def shutdown(self) -> None:
         acceptor, self._acceptor = self._acceptor, None
@@ -97,8 +116,15 @@ class DemoNode:
 
     def session_env(self, process: asyncssh.SSHServerProcess[bytes]) -> dict[str, str]:
         user = getpass.getuser()
-        # Put the console's interpreter first so python3 / torchrun / mpirun of its env win.
-        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        # The demo's ssh first (see demo_files), then the console's interpreter, so
+        # python3 / torchrun / mpirun of its environment win.
+        path = os.pathsep.join(
+            [
+                str(self.cluster.bin_dir),
+                str(Path(sys.executable).parent),
+                os.environ.get("PATH", os.defpath),
+            ]
+        )
         env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
         peer = process.get_extra_info("peername") or ("", 0)
         env.update(
@@ -108,7 +134,7 @@ class DemoNode:
             LOGNAME=user,
             SHELL="/bin/bash",
             PATH=path,
-            SSH_CONNECTION=f"{peer[0]} {peer[1]} {DEMO_ADDRESS} {self.port}",
+            SSH_CONNECTION=f"{peer[0]} {peer[1]} {self.address} {self.port}",
         )
         # Like sshd with `AcceptEnv *`: variables the client sends are honoured.
         env.update({str(k): str(v) for k, v in process.env.items()})
@@ -122,164 +148,7 @@ class DemoNode:
             process.exit(127)
             return
         argv = ["bash", "-c", process.command] if process.command is not None else ["bash"]
-        await _Session(self, process).run(argv)
-
-
-class _Session:
-    """One exec/shell channel bridged to one local bash process."""
-
-    def __init__(self, node: DemoNode, process: asyncssh.SSHServerProcess[bytes]) -> None:
-        self.node = node
-        self.process = process
-
-    async def run(self, argv: list[str]) -> None:
-        loop = asyncio.get_running_loop()
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=in_r,
-                stdout=out_w,
-                stderr=err_w,
-                cwd=self.node.home,
-                env=self.node.session_env(self.process),
-                start_new_session=True,  # sshd makes every session a session leader
-            )
-        except OSError as exc:
-            for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
-                os.close(fd)
-            self.process.stderr.write(f"{argv[0]}: {exc}\n".encode())
-            self.process.exit(127)
-            return
-        finally:
-            for fd in (in_r, out_w, err_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.node.cluster.adopt(proc)
-        stdin_t, stdin_p = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(in_w, "wb", 0)
-        )
-        stdin = asyncio.StreamWriter(stdin_t, stdin_p, None, loop)
-        out_reader, out_t = await _pipe_reader(out_r)
-        err_reader, err_t = await _pipe_reader(err_r)
-
-        feed = asyncio.create_task(self._feed_stdin(stdin, proc.pid))
-        pumps: asyncio.Future[Any] = asyncio.gather(
-            _pump(out_reader, self.process.stdout), _pump(err_reader, self.process.stderr)
-        )
-        closed: asyncio.Future[Any] = asyncio.ensure_future(self.process.wait_closed())
-        try:
-            # OpenSSH closes the channel once the output pipes hit EOF (even a background
-            # child holding stdout keeps it open), or earlier when the client goes away.
-            await asyncio.wait({pumps, closed}, return_when=asyncio.FIRST_COMPLETED)
-            if pumps.done() and pumps.exception() is None:
-                exited: asyncio.Future[Any] = asyncio.ensure_future(proc.wait())
-                await asyncio.wait({exited, closed}, return_when=asyncio.FIRST_COMPLETED)
-                if exited.done():
-                    _report_exit(self.process, exited.result())
-                else:
-                    exited.cancel()
-        finally:
-            for task in (feed, pumps, closed):
-                task.cancel()
-            await asyncio.gather(feed, pumps, closed, return_exceptions=True)
-            # Closing our pipe ends is all a dropped session does to the process.
-            for transport in (stdin_t, out_t, err_t):
-                transport.close()
-
-    async def _feed_stdin(self, stdin: asyncio.StreamWriter, pid: int) -> None:
-        while True:
-            try:
-                data = await self.process.stdin.read(_CHUNK)
-            except asyncssh.SignalReceived as exc:
-                _signal_group(pid, getattr(signal, f"SIG{exc.signal}", None))
-                continue
-            except asyncssh.BreakReceived:
-                _signal_group(pid, signal.SIGINT)
-                continue
-            except asyncssh.TerminalSizeChanged:
-                continue
-            except (asyncssh.Error, OSError):
-                break
-            if not data:
-                break
-            try:
-                stdin.write(data)
-                await stdin.drain()
-            except (BrokenPipeError, ConnectionResetError):
-                return  # the process closed its stdin; drop further input like sshd does
-        with contextlib.suppress(OSError):
-            stdin.close()
-
-
-async def _pipe_reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=_CHUNK * 4)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0)
-    )
-    return reader, transport
-
-
-async def _pump(source: asyncio.StreamReader, channel: asyncssh.SSHWriter[bytes]) -> None:
-    while data := await source.read(_CHUNK):
-        channel.write(data)
-        await channel.drain()
-
-
-def _report_exit(process: asyncssh.SSHServerProcess[bytes], status: int) -> None:
-    if status >= 0:
-        process.exit(status)
-        return
-    try:
-        name = signal.Signals(-status).name.removeprefix("SIG")
-    except ValueError:
-        process.exit(128 - status)
-        return
-    process.exit_with_signal(name)
-
-
-def _signal_group(pid: int, sig: signal.Signals | None) -> None:
-    # sshd delivers a channel signal to the session's process group (killpg).
-    if sig is None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
-
-
-class _DemoServer(asyncssh.SSHServer):
-    """Keeps track of a host's connections so stop_host can drop them."""
-
-    def __init__(self, node: DemoNode) -> None:
-        self.node = node
-        self.conn: asyncssh.SSHServerConnection | None = None
-
-    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
-        self.conn = conn
-        self.node.connections.add(conn)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.conn is not None:
-            self.node.connections.discard(self.conn)
-
-    def connection_requested(
-        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
-    ) -> bool:
-        # Lets a demo host act as a ProxyJump hop to the other (loopback) demo hosts.
-        return dest_host in (DEMO_ADDRESS, "localhost")
-
-
-class _HomeSFTPServer(asyncssh.SFTPServer):
-    """SFTP with relative paths starting in the host's home, like OpenSSH's sftp-server."""
-
-    def __init__(self, chan: asyncssh.SSHServerChannel[Any], home: Path) -> None:
-        super().__init__(chan)
-        self._home = os.fsencode(home)
-
-    def map_path(self, path: bytes) -> bytes:
-        return path if path.startswith(b"/") else os.path.join(self._home, path)
+        await Session(self, process).run(argv)
 
 
 class DemoCluster:
@@ -293,9 +162,11 @@ class DemoCluster:
             tempfile.mkdtemp(prefix="distconsole-demo-") if directory is None else directory
         ).resolve()
         self.token = secrets.token_hex(8)
+        self.port = 0  # chosen by the OS when the first host starts, kept across restarts
         self.inventory_path = self.root / "hosts.yaml"
         self.client_key_path = self.root / "client_key"
         self.known_hosts_path = self.root / "known_hosts"
+        self.bin_dir = self.root / "bin"
         self.client_key = asyncssh.generate_private_key("ssh-ed25519", comment="distconsole-demo")
         self.authorized_keys = asyncssh.import_authorized_keys(
             self.client_key.export_public_key().decode()
@@ -307,6 +178,10 @@ class DemoCluster:
     def names(self) -> tuple[str, ...]:
         return tuple(n.name for n in self.nodes)
 
+    @property
+    def addresses(self) -> frozenset[str]:
+        return frozenset(n.address for n in self.nodes)
+
     def node(self, name: str) -> DemoNode:
         for node in self.nodes:
             if node.name == name:
@@ -316,8 +191,24 @@ class DemoCluster:
     async def start(self) -> Path:
         """Start every host and write the key files and inventory; returns its path."""
         self.root.mkdir(parents=True, exist_ok=True)
-        await asyncio.gather(*(n.listen() for n in self.nodes))
-        self._write_files()
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                await self.nodes[0].listen()
+                await asyncio.gather(*(n.listen() for n in self.nodes[1:]))
+                break
+            except OSError as exc:
+                await asyncio.gather(*(n.shutdown() for n in self.nodes))
+                self.port = 0
+                if exc.errno == errno.EADDRNOTAVAIL:
+                    raise DemoUnavailable(
+                        exc.errno,
+                        f"cannot listen on {self.nodes[0].address}: the demo gives every "
+                        "host its own loopback address (127.42.0.x), which Linux has "
+                        f"without set-up ({exc.strerror})",
+                    ) from exc
+                if exc.errno != errno.EADDRINUSE or attempt == PORT_ATTEMPTS - 1:
+                    raise
+        write_cluster_files(self)
         return self.inventory_path
 
     async def stop(self) -> None:
@@ -336,7 +227,7 @@ class DemoCluster:
             await asyncio.to_thread(end_processes, self.token, name)
 
     async def start_host(self, name: str) -> None:
-        """Bring a stopped host back on the same port with the same host key."""
+        """Bring a stopped host back on the same address and port with the same host key."""
         await self.node(name).listen()
 
     def adopt(self, proc: asyncio.subprocess.Process) -> None:
@@ -345,6 +236,9 @@ class DemoCluster:
         task = asyncio.ensure_future(proc.wait())
         self._children.add(task)
         task.add_done_callback(self._children.discard)
+
+    def inventory_data(self) -> dict[str, Any]:
+        return inventory_data(self)
 
     async def __aenter__(self) -> DemoCluster:
         await self.start()
@@ -357,43 +251,3 @@ class DemoCluster:
         tb: TracebackType | None,
     ) -> None:
         await self.stop()
-
-    def inventory_data(self) -> dict[str, Any]:
-        return {
-            "defaults": {
-                "user": getpass.getuser(),
-                "identity_file": str(self.client_key_path),
-                "known_hosts": str(self.known_hosts_path),
-                "connect_timeout": 5,
-                "python": sys.executable,
-                "gpus": DEMO_GPUS,
-                "gpu_source": "simulated",
-            },
-            "hosts": [
-                {
-                    "name": n.name,
-                    "address": DEMO_ADDRESS,
-                    "port": n.port,
-                    "work_dir": str(n.work_dir),
-                    "tags": list(n.tags),
-                }
-                for n in self.nodes
-            ],
-        }
-
-    def _write_files(self) -> None:
-        self.client_key.write_private_key(str(self.client_key_path))
-        self.client_key_path.chmod(0o600)  # OpenSSH's ssh refuses readable keys
-        lines = [
-            f"[{DEMO_ADDRESS}]:{n.port} {n.host_key.export_public_key().decode().strip()}\n"
-            for n in self.nodes
-        ]
-        self.known_hosts_path.write_text("".join(lines))
-        yaml = YAML(typ="safe", pure=True)
-        yaml.default_flow_style = False
-        with self.inventory_path.open("w") as out:
-            out.write(
-                f"# distconsole demo cluster: {len(self.nodes)} in-process SSH servers on "
-                f"{DEMO_ADDRESS}. GPUs are simulated (no GPU here).\n"
-            )
-            yaml.dump(self.inventory_data(), out)

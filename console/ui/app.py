@@ -57,6 +57,9 @@ class DistConsoleApp(App[int]):
     # A named mode, not Textual's "_default": switch_mode() only knows added modes, so
     # `h` from another mode would raise UnknownModeError.
     DEFAULT_MODE = "hosts"
+    # Set by run() for callers that open elsewhere or have something to say (the demo).
+    first_screen: str | None = None
+    startup_notice: str | None = None
     # Absolute, so subclasses defined elsewhere (tests, scripts) find it too.
     CSS_PATH = Path(__file__).with_name("app.tcss")
     BINDINGS = [
@@ -127,6 +130,10 @@ class DistConsoleApp(App[int]):
         return dict(STATE_VARIABLES)
 
     def on_mount(self) -> None:
+        if self.first_screen is not None:
+            self.switch_mode(self.first_screen)
+        if self.startup_notice:
+            self.notify(self.startup_notice, timeout=15)
         if self._connections_factory is not None:
             self.run_worker(
                 self._follow_host_statuses(self._connections_factory),
@@ -335,8 +342,18 @@ class DistConsoleApp(App[int]):
         yield from super().get_system_commands(screen)
 
 
-def run(inventory_path: Path | str, theme: str | None = None) -> int:
-    """Open the console on an inventory; 2 for a bad --theme (InventoryError propagates)."""
+def run(
+    inventory_path: Path | str,
+    theme: str | None = None,
+    *,
+    first_screen: str | None = None,
+    sub_title: str | None = None,
+    notice: str | None = None,
+) -> int:
+    """Open the console on an inventory; 2 for a bad --theme (InventoryError propagates).
+
+    ``first_screen`` (a mode: hosts, gpus, jobs), ``sub_title`` and ``notice`` (shown
+    once) let a caller such as ``distconsole demo`` say what it started."""
     try:
         chosen = check_theme(theme)
     except ValueError as exc:
@@ -344,5 +361,9 @@ def run(inventory_path: Path | str, theme: str | None = None) -> int:
         return 2
     inventory = inventory_module.load(inventory_path)
     app = DistConsoleApp(inventory, theme=chosen)
+    app.first_screen = first_screen
+    app.startup_notice = notice
+    if sub_title is not None:
+        app.sub_title = sub_title
     app.run()
     return app.return_code or 0

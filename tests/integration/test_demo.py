@@ -92,8 +92,10 @@ def _connect(host: Host, **overrides: object) -> Any:
 def test_serve_first_line_is_a_loadable_inventory(served: Served) -> None:
     hosts = served.inventory.hosts
     assert [h.name for h in hosts] == ["node0", "node1", "node2"]
-    assert {h.address for h in hosts} == {"127.0.0.1"}
-    assert len({h.port for h in hosts}) == 3
+    # Told apart by address, as on a real cluster: one port (like sshd's 22) for all.
+    assert [h.address for h in hosts] == ["127.42.0.1", "127.42.0.2", "127.42.0.3"]
+    assert len({h.port for h in hosts}) == 1
+    assert all(h.interface == "lo" for h in hosts)
     assert all(h.gpus == 4 and h.gpu_source == "simulated" for h in hosts)
     assert all(h.python == sys.executable for h in hosts)
     assert not any(h.insecure_host_keys for h in hosts)
@@ -167,9 +169,9 @@ async def test_a_wrong_known_hosts_is_refused(served: Served, tmp_path: Path) ->
     assert node1.known_hosts is not None
     # node1's real key filed under node0's address: node0's key then matches nothing.
     lines = Path(node1.known_hosts).read_text().splitlines()
-    node1_key = next(line for line in lines if line.startswith(f"[127.0.0.1]:{node1.port} "))
+    node1_key = next(line for line in lines if line.startswith(f"[{node1.address}]:"))
     wrong = tmp_path / "known_hosts"
-    wrong.write_text(node1_key.replace(f":{node1.port} ", f":{node0.port} ") + "\n")
+    wrong.write_text(node1_key.replace(f"[{node1.address}]", f"[{node0.address}]") + "\n")
     with pytest.raises(asyncssh.HostKeyNotVerifiable):
         async with _connect(node0, known_hosts=str(wrong)):
             pass
