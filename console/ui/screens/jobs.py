@@ -111,6 +111,9 @@ class JobsScreen(Screen[None]):
         self.set_interval(self.services.settings.refresh_s, self._tick)
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._recolour())
 
+    def on_screen_resume(self) -> None:
+        self._tick()  # durations moved while another screen was shown
+
     def _tick(self) -> None:
         # Only running jobs' durations move; every other cell waits for an event.
         self.apply_rows([r for r in self.rows.values() if r.ended is None])
