@@ -7,8 +7,10 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import asyncssh
 import pytest
 from scripted_ssh import Reply, ScriptedSshServer, Stream
 
@@ -304,3 +306,21 @@ async def test_hung_host_goes_down_by_keepalive_and_commands_do_not_hang(
         server.thaw()
         await until(pool, "node0", state_is(HostState.UP), within=10)
         assert (await pool["node0"].run("echo hi")).stdout == "hi\n"
+
+
+async def test_refused_key_is_auth_failed_and_not_retried_in_a_loop(
+    scripted_ssh: Scripted, tmp_path: Path
+) -> None:
+    server = await scripted_ssh()
+    stranger = tmp_path / "stranger_key"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(stranger))
+    stranger.chmod(0o600)
+    async with pool_of(server, identity_file=str(stranger)) as pool:
+        status = (await pool.wait_settled(timeout=10))["node0"]
+        assert status.state is HostState.AUTH_FAILED, status
+        assert "authorized_keys" in status.reason and str(stranger) in status.reason
+        connects = server.connects
+        await asyncio.sleep(0.8)
+        assert server.connects == connects  # retried only after AUTH_RETRY_S
+        with pytest.raises(HostUnavailable, match="auth-failed"):
+            await pool["node0"].run("true")
