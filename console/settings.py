@@ -54,6 +54,19 @@ class Settings(BaseModel):
     log_context_lines: int = Field(
         default=2, ge=0, le=50, description="lines shown around a match in matching-only mode"
     )
+    # Most datacenter boards start to throttle in the high 80s.
+    attention_hot_c: float = Field(
+        default=85.0, gt=0, description="a GPU at or above this temperature (C) needs a look"
+    )
+    attention_memory_full: float = Field(
+        default=0.95, gt=0, le=1, description="a GPU with this fraction of memory used needs a look"
+    )
+    attention_idle_percent: float = Field(
+        default=5.0,
+        ge=0,
+        le=100,
+        description="a GPU below this utilization while one of our ranks holds it needs a look",
+    )
 
 
 DEFAULT_SETTINGS = Settings()

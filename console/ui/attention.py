@@ -5,16 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from console.probe.models import GpuSample, HostView
+from console.settings import DEFAULT_SETTINGS, Settings
 
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    hot_c: float = 85.0  # most datacenter boards start to throttle in the high 80s
-    memory_full: float = 0.95  # fraction of the board's memory in use
-    idle_percent: float = 5.0  # utilization below this while one of our ranks holds the GPU
+    """The ``attention_*`` settings, read once per screen instead of per GPU."""
+
+    hot_c: float
+    memory_full: float  # fraction of the board's memory in use
+    idle_percent: float  # utilization below this while one of our ranks holds the GPU
+
+    @classmethod
+    def of(cls, settings: Settings) -> Thresholds:
+        return cls(
+            settings.attention_hot_c,
+            settings.attention_memory_full,
+            settings.attention_idle_percent,
+        )
 
 
-DEFAULT_THRESHOLDS = Thresholds()
+DEFAULT_THRESHOLDS = Thresholds.of(DEFAULT_SETTINGS)
 
 
 def gpu_alerts(gpu: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> list[str]:

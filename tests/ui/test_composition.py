@@ -190,3 +190,22 @@ async def test_screens_take_their_limits_from_the_app_settings() -> None:
         await pilot.pause()
         assert logs.store.max_lines_per_rank == 100
         assert logs.view_lines == 200 and logs.context_lines == 0
+
+
+async def test_attention_thresholds_come_from_the_settings() -> None:
+    """node1's GPU 0 is at 91 C with 99% of its memory used; node0's GPU 3 idles under a job."""
+
+    async def attention(settings: Settings) -> tuple[str, int]:
+        app = make_app(settings)
+        async with app.run_test(size=(130, 40)) as pilot:
+            await pilot.press("g")
+            app.apply_views(gpu_views(0))
+            await pilot.pause()
+            summary = app.cluster_screen._summary()
+            return summary, sum(t.attention for t in app.cluster_screen._stats.values())
+
+    summary, count = await attention(DEFAULT_SETTINGS)
+    assert count == 2 and "2 GPUs need attention" in summary
+    lenient = make_settings(attention_hot_c=95, attention_memory_full=1.0)
+    summary, count = await attention(lenient)
+    assert count == 1 and "1 GPUs need attention" in summary

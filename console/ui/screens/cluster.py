@@ -16,7 +16,7 @@ from textual.widgets import Footer, Header, Input, Static
 
 from console.inventory import Host
 from console.probe.models import HostView
-from console.ui.attention import gpu_alerts, host_needs_attention
+from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts, host_needs_attention
 from console.ui.services import Services
 from console.ui.widgets.gpu_panel import HostPanel
 
@@ -35,7 +35,7 @@ class ClusterTotals:
     simulated: bool = False
 
     @classmethod
-    def of(cls, view: HostView) -> ClusterTotals:
+    def of(cls, view: HostView, limits: Thresholds = DEFAULT_THRESHOLDS) -> ClusterTotals:
         down = not view.live
         sample = view.sample
         simulated = sample is not None and sample.simulated
@@ -50,7 +50,7 @@ class ClusterTotals:
             util_count=len(utils),
             memory_sum=sum(memory),
             memory_count=len(memory),
-            attention=sum(1 for g in gpus if gpu_alerts(g)),
+            attention=sum(1 for g in gpus if gpu_alerts(g, limits)),
             simulated=simulated,
         )
 
@@ -77,6 +77,7 @@ class ClusterScreen(Screen[None]):
         self.services = services
         self.inventory = services.inventory
         self._clock = services.clock
+        self.thresholds = Thresholds.of(services.settings)
         self.query_text = ""
         self.attention_only = False
         self._panels: dict[str, HostPanel] = {}
@@ -90,7 +91,7 @@ class ClusterScreen(Screen[None]):
         yield Static(self._summary(), id="cluster-summary", markup=False)
         with VerticalScroll(id="panels"):
             for host in self.inventory.hosts:
-                panel = HostPanel(host, clock=self._clock)
+                panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
                 self._panels[host.name] = panel
                 yield panel
         yield Footer()
@@ -110,7 +111,7 @@ class ClusterScreen(Screen[None]):
     def apply_views(self, batch: Mapping[str, HostView]) -> None:
         """A batch of host views (only the hosts that changed; already in the store)."""
         for name, view in batch.items():
-            self._stats[name] = ClusterTotals.of(view)
+            self._stats[name] = ClusterTotals.of(view, self.thresholds)
         if not self._panels or not self.is_mounted:
             return
         for name, view in batch.items():
@@ -140,7 +141,7 @@ class ClusterScreen(Screen[None]):
             return False
         if self.attention_only:
             view = self.views.get(panel.host.name)
-            return view is None or host_needs_attention(view)
+            return view is None or host_needs_attention(view, self.thresholds)
         return True
 
     def _apply_visibility(self) -> None:
@@ -241,6 +242,4 @@ class ClusterScreen(Screen[None]):
         if isinstance(focused, HostPanel):
             from console.ui.screens.host_detail import HostDetailScreen
 
-            self.app.push_screen(
-                HostDetailScreen(focused.host, self.views.get(focused.host.name), self._clock)
-            )
+            self.app.push_screen(HostDetailScreen(focused.host, self.services))

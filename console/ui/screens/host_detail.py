@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,8 +12,9 @@ from console import display
 from console.display import NOT_REPORTED, figure
 from console.inventory import Host
 from console.probe.models import GpuSample, HostView
-from console.ui.attention import gpu_alerts
+from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
 from console.ui.formatting import plain
+from console.ui.services import Services
 from console.ui.widgets.gpu_panel import host_figures
 
 GPU_COLUMNS = (
@@ -25,7 +24,7 @@ GPU_COLUMNS = (
 PROCESS_COLUMNS = ("GPU", "PID", "User", "Memory", "Job", "Rank", "Local rank", "Command")
 
 
-def gpu_row(g: GpuSample) -> tuple[str, ...]:
+def gpu_row(g: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> tuple[str, ...]:
     memory = f"{figure(g.memory_used_mib)}/{figure(g.memory_total_mib)} MiB"
     ecc = f"{figure(g.ecc_corrected)}/{figure(g.ecc_uncorrected)}"
     power = f"{figure(g.power_draw_w)}/{figure(g.power_limit_w)} W"
@@ -34,18 +33,19 @@ def gpu_row(g: GpuSample) -> tuple[str, ...]:
         figure(g.utilization_memory, "%"), memory, figure(g.temperature_c, "°C"), power,
         figure(g.fan_percent, "%"), figure(g.pstate), figure(g.clock_sm_mhz),
         figure(g.clock_mem_mhz), ecc, figure(g.mig_mode), g.uuid or NOT_REPORTED,
-        ", ".join(gpu_alerts(g)),
+        ", ".join(gpu_alerts(g, limits)),
     )  # fmt: skip
 
 
 class HostDetailScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
-    def __init__(self, host: Host, view: HostView | None, clock: Callable[[], float]) -> None:
+    def __init__(self, host: Host, services: Services) -> None:
         super().__init__(name=f"detail:{host.name}")
         self.host = host
-        self.view = view
-        self._clock = clock
+        self.view: HostView | None = services.store.views.get(host.name)
+        self._clock = services.clock
+        self.thresholds = Thresholds.of(services.settings)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -95,7 +95,7 @@ class HostDetailScreen(Screen[None]):
             lines.append(sample.gpu_error)
         header.update("\n".join(lines))
         for g in sample.gpus:
-            gpus.add_row(*map(plain, gpu_row(g)), key=str(g.index))
+            gpus.add_row(*map(plain, gpu_row(g, self.thresholds)), key=str(g.index))
             for p in g.processes:
                 processes.add_row(
                     *map(

@@ -113,8 +113,7 @@ class HostsScreen(Screen[None]):
             return
         from console.ui.screens.host_detail import HostDetailScreen
 
-        view = self.services.store.views.get(host.name)
-        self.app.push_screen(HostDetailScreen(host, view, self.services.clock))
+        self.app.push_screen(HostDetailScreen(host, self.services))
 
     def action_reconnect(self) -> None:
         self._reconnect(self.table.selected_host)

@@ -25,7 +25,12 @@ from console.display import NOT_REPORTED
 from console.inventory import Host
 from console.probe.models import GpuProcess, GpuSample, HostSample, HostView
 from console.transport.base import HostState
-from console.ui.attention import gpu_alerts
+from console.ui.attention import (
+    DEFAULT_THRESHOLDS,
+    Thresholds,
+    gpu_alerts,
+    host_needs_attention,
+)
 from console.ui.theming import state_colour
 
 HISTORY = 16  # samples of utilization kept per GPU for the sparkline
@@ -121,10 +126,17 @@ class HostPanel(Widget, can_focus=True):
     view: reactive[HostView | None] = reactive(None, always_update=True)
     attention_only: reactive[bool] = reactive(False)
 
-    def __init__(self, host: Host, *, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        host: Host,
+        *,
+        clock: Callable[[], float],
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    ) -> None:
         super().__init__(id=f"panel-{host.name}", classes="host-panel")
         self.host = host
         self._clock = clock
+        self.thresholds = thresholds
         self.history: dict[int, deque[float | None]] = {}
         self._last_sample_time: float | None = None
         self._height = 1
@@ -183,9 +195,7 @@ class HostPanel(Widget, can_focus=True):
         self._check_height()
 
     def needs_attention(self) -> bool:
-        from console.ui.attention import host_needs_attention
-
-        return self.view is not None and host_needs_attention(self.view)
+        return self.view is not None and host_needs_attention(self.view, self.thresholds)
 
     # -- size ----------------------------------------------------------------------------
 
@@ -196,7 +206,9 @@ class HostPanel(Widget, can_focus=True):
             self.refresh(layout=True)
 
     def _shown(self, gpus: tuple[GpuSample, ...]) -> list[GpuSample]:
-        return [g for g in gpus if gpu_alerts(g)] if self.attention_only else list(gpus)
+        if not self.attention_only:
+            return list(gpus)
+        return [g for g in gpus if gpu_alerts(g, self.thresholds)]
 
     def content_lines(self) -> int:
         """How many lines :meth:`render` gives, counted without rendering."""
@@ -316,7 +328,7 @@ class HostPanel(Widget, can_focus=True):
         used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
         line.append(f" {used:>11}  ")
         temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
-        alerts = gpu_alerts(gpu)
+        alerts = gpu_alerts(gpu, self.thresholds)
         hot = "hot" in alerts
         line.append(f"{temp:>5}", style=f"bold {theme.error}" if hot else "")
         draw = NOT_REPORTED if gpu.power_draw_w is None else f"{gpu.power_draw_w:.0f}"
