@@ -15,8 +15,9 @@ import pytest
 from scripted_ssh import Reply, ScriptedSshServer, Stream
 
 from console.errors import CommandTimeout, HostUnavailable, TransportError
-from console.transport import ClusterConnections, HostState
+from console.transport import ClusterConnections, HostState, ssh
 from console.transport.base import HostStatus
+from console.transport.ssh import backoff_delay
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -154,9 +155,13 @@ async def test_server_gone_is_down_with_reason_then_reconnects_with_backoff(
         assert server.connects == 2
 
 
-async def test_backoff_grows_between_attempts(scripted_ssh: Scripted) -> None:
-    """While the port answers TCP but closes at once, attempts come with growing gaps
-    (0.5 s doubling, +-25 % jitter), not in a tight loop."""
+async def test_backoff_grows_between_attempts(
+    scripted_ssh: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the port answers TCP but closes at once, attempts come with doubling gaps
+    (+-25 % jitter), not in a tight loop. The product's backoff_delay, started at 0.1 s
+    instead of 0.5 s so that four attempts fit in 1.2 s."""
+    monkeypatch.setattr(ssh, "backoff_delay", lambda attempt: backoff_delay(attempt, first=0.1))
     server = await scripted_ssh()
     attempts: list[float] = []
 
@@ -169,17 +174,18 @@ async def test_backoff_grows_between_attempts(scripted_ssh: Scripted) -> None:
         await server.stop()
         slammer = await asyncio.start_server(slam, "127.0.0.1", server.port, reuse_address=True)
         try:
-            await asyncio.sleep(2.8)
+            await asyncio.sleep(1.2)
         finally:
             slammer.close()
             await slammer.wait_closed()
         state = pool["node0"].status
     assert state.state is HostState.DOWN and state.reason
     gaps = [b - a for a, b in itertools.pairwise(attempts)]
-    # Attempts ~0.5 s after the loss, then gaps of ~0.5 s and ~1 s (the next is ~2 s on):
-    # three attempts in 2.8 s, the second gap longer than the first whatever the jitter.
-    assert len(attempts) == 3, attempts
-    assert 0.3 < gaps[0] < 0.7 and gaps[1] > gaps[0], gaps
+    # Attempts ~0.1 s after the loss, then gaps of ~0.1, ~0.2, ~0.4 s (the next ~0.8 s
+    # on): four attempts, each gap longer than the one before whatever the jitter.
+    assert len(attempts) == 4, attempts
+    assert all(b > a for a, b in itertools.pairwise(gaps)), gaps
+    assert gaps[-1] < 0.6, gaps
 
 
 async def test_connection_dropped_mid_command_is_host_unavailable(scripted_ssh: Scripted) -> None:
