@@ -24,8 +24,8 @@ from console.jobs import remote_ops
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import exit_file
-from console.jobs.placement import place, select_hosts
-from console.jobs.preflight import preflight_plan
+from console.jobs.placement import select_hosts
+from console.jobs.preflight_job import preflight_job
 from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
 from console.jobs.spec import JobSpec
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
@@ -84,10 +84,7 @@ async def launch(
         if args.skip_preflight:
             say("pre-flight skipped (--skip-preflight)")
         else:
-            slots = {ph.name: ph.slots for ph in place(spec, inventory, plan.job_id).hosts}
-            report = await preflight_plan(
-                pool, plan, inventory, slots=slots, interface=spec.interface
-            )
+            report = await preflight_job(pool, spec, plan, inventory)
             for finding in report.warnings:
                 say(finding.line())
             report.raise_if_failed()

@@ -87,6 +87,11 @@ def main() -> None:
         "interfaces": sorted(name for _index, name in socket.if_nameindex()),
         "hostname": socket.gethostname(),
         "cwd_ok": {d: os.path.isdir(os.path.expanduser(d)) for d in args.get("dirs", [])},
+        "files_ok": [
+            os.path.isfile(os.path.join(os.path.expanduser(cwd), os.path.expanduser(path)))
+            for cwd, path in args.get("files", [])
+        ],
+        "uid": os.geteuid() if hasattr(os, "geteuid") else None,
     }
     if args.get("port"):
         out["port_free"], out["port_error"] = port_state(int(args["port"]))

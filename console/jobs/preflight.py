@@ -1,7 +1,8 @@
 """Pre-flight: what would make a launch fail on its hosts, found before anything starts.
 
 Checks (one probe per host, all hosts at once): the master port is free on the master
-host, the network interface exists on every host, the launcher programs are found,
+host, the network interface exists on every host, the launcher programs and the job's
+own program and working directory are found, mpirun is not refused for running as root,
 the requested GPUs are present, GPUs already busy with other processes (warning), and
 the same Python / torch (/ horovod) versions on every host. ``errors`` stop a launch
 (unless overridden with ``--skip-preflight``); ``warnings`` are shown and let it go.
@@ -17,11 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from console.errors import JobSpecError, PreflightError, TransportError
+from console.errors import PreflightError, TransportError
 from console.hostprogs import preflight_probe
 from console.hostprogs.ship import HostProgram, shipment
-from console.inventory import Host, Inventory
-from console.jobs.models import JobKind, JobPlan
+from console.inventory import Host
 from console.jobs.probe_report import HostProbe, parse_probe
 from console.transport.base import HostConnection, HostState
 from console.transport.pool import ClusterConnections
@@ -37,7 +37,9 @@ def probe_source() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    check: str  # "host", "port", "interface", "program", "gpus", "gpu-busy", "versions"
+    # "host", "port", "interface", "program", "workdir", "mpi-root", "gpus", "gpu-busy",
+    # "versions"
+    check: str
     severity: Severity
     message: str  # says what is wrong and what to do
     host: str | None = None
@@ -103,6 +105,11 @@ class HostRequest:
     interface: str | None = None
     programs: tuple[str, ...] = ()
     gpus: int = 0  # GPUs (slots) the job puts there; 0: not checked
+    # (working directory, program path) pairs that must be files there (the job's own
+    # program: a script or an executable given with a path)
+    files: tuple[tuple[str, str], ...] = ()
+    dirs: tuple[str, ...] = ()  # working directories that must exist
+    mpi_launcher: bool = False  # mpirun starts here: it refuses root unless allowed
 
 
 async def probe_host(
@@ -112,6 +119,8 @@ async def probe_host(
         "port": request.port,
         "programs": list(request.programs),
         "packages": list(packages),
+        "files": [list(pair) for pair in request.files],
+        "dirs": list(request.dirs),
     }
     program = HostProgram(preflight_probe.PROGRAM, probe_source(), (json.dumps(args),))
     # In bash, as the job wrappers run setup (setup lines may `source`).
@@ -214,6 +223,7 @@ def _judge_host(req: HostRequest, probe: HostProbe, required: Sequence[str]) -> 
                     name,
                 )
             )
+    found += _judge_files(req, probe)
     for package in required:
         if probe.packages.get(package) is None:
             found.append(
@@ -259,6 +269,46 @@ def _judge_host(req: HostRequest, probe: HostProbe, required: Sequence[str]) -> 
     return found
 
 
+def _judge_files(req: HostRequest, probe: HostProbe) -> list[Finding]:
+    """The job's working directories and program exist there; mpirun may run as this user."""
+    name = req.host.name
+    found: list[Finding] = []
+    missing_dirs = {d for d in req.dirs if probe.cwd_ok.get(d) is False}
+    for directory in sorted(missing_dirs):
+        found.append(
+            Finding(
+                "workdir",
+                "error",
+                f"working directory {directory} does not exist; create it there or choose "
+                "another with --workdir",
+                name,
+            )
+        )
+    for (cwd, path), ok in zip(req.files, probe.files_ok, strict=False):
+        if not ok and cwd not in missing_dirs:
+            found.append(
+                Finding(
+                    "program",
+                    "error",
+                    f"{path} not found in {cwd}; put it there (the same path on every "
+                    "host of the job) or fix the program path or --workdir",
+                    name,
+                )
+            )
+    if req.mpi_launcher and probe.uid == 0:
+        found.append(
+            Finding(
+                "mpi-root",
+                "error",
+                "mpirun runs as root here and refuses to start; run the job as another user, "
+                "or allow it with --env OMPI_ALLOW_RUN_AS_ROOT=1 "
+                "--env OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                name,
+            )
+        )
+    return found
+
+
 def _compare_versions(probes: dict[str, HostProbe], packages: Sequence[str]) -> list[Finding]:
     found: list[Finding] = []
     what: dict[str, dict[str, str]] = {"python": {}}
@@ -279,55 +329,6 @@ def _compare_versions(probes: dict[str, HostProbe], packages: Sequence[str]) -> 
                 )
             )
     return found
-
-
-LAUNCHERS = {JobKind.DDP: "torchrun", JobKind.MPI: "mpirun", JobKind.HOROVOD: "horovodrun"}
-REQUIRED = {JobKind.DDP: ("torch",), JobKind.HOROVOD: ("horovod",)}
-
-
-def plan_requests(
-    plan: JobPlan, inventory: Inventory, slots: Mapping[str, int], interface: str | None
-) -> list[HostRequest]:
-    """What each host of ``plan`` must offer; ``slots`` are ranks per host (GPUs)."""
-    master = plan.launches[0].host if plan.launches else None
-    hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
-    requests = []
-    for name in hosts:
-        host = inventory.get(name)
-        programs = tuple(
-            dict.fromkeys(ln.argv[0] for ln in plan.launches if ln.host == name and ln.argv)
-        )
-        gpus = 0 if plan.kind is JobKind.PS else slots.get(name, 0)
-        requests.append(
-            HostRequest(
-                host=host,
-                port=plan.master_port if name == master and plan.kind is JobKind.DDP else None,
-                interface=interface or host.interface,
-                programs=programs,
-                gpus=gpus,
-            )
-        )
-    return requests
-
-
-async def preflight_plan(
-    connections: Any,
-    plan: JobPlan,
-    inventory: Inventory,
-    *,
-    slots: Mapping[str, int],
-    interface: str | None = None,
-) -> PreflightReport:
-    """Pre-flight for a planned job (the launch path)."""
-    if not plan.launches:
-        raise JobSpecError("hosts", "the plan starts no process")
-    packages = ["torch"] + (["horovod"] if plan.kind is JobKind.HOROVOD else [])
-    return await run_preflight(
-        connections,
-        plan_requests(plan, inventory, slots, interface),
-        packages=packages,
-        required=REQUIRED.get(plan.kind, ()),
-    )
 
 
 async def preflight_hosts(

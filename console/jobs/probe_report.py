@@ -33,6 +33,8 @@ class HostProbe:
     interfaces: tuple[str, ...]
     hostname: str | None
     cwd_ok: Mapping[str, bool]
+    files_ok: tuple[bool, ...]  # one per (cwd, path) asked about, in order
+    uid: int | None  # the effective user id jobs run as (0: root)
     port_free: bool | None  # None: no port was asked about
     port_error: str | None
     gpus: int | None  # None: nvidia-smi missing or failed to run
@@ -58,6 +60,8 @@ def host_probe(raw: Mapping[str, Any]) -> HostProbe:
         interfaces=tuple(str(i) for i in raw.get("interfaces") or ()),
         hostname=_str(raw.get("hostname")),
         cwd_ok={str(k): bool(v) for k, v in (raw.get("cwd_ok") or {}).items()},
+        files_ok=tuple(bool(v) for v in raw.get("files_ok") or ()),
+        uid=raw.get("uid") if isinstance(raw.get("uid"), int) else None,
         port_free=port_free if isinstance(port_free, bool) else None,
         port_error=_str(raw.get("port_error")) or None,
         gpus=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,

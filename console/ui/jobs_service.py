@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobSummary
 from console.jobs.models import JobPlan, JobState
-from console.jobs.placement import place
-from console.jobs.preflight import preflight_plan
+from console.jobs.preflight_job import preflight_job
 from console.jobs.runner import Job, JobRunner, StopReport
 from console.jobs.spec import JobSpec
 from console.settings import DEFAULT_SETTINGS, Settings
@@ -122,10 +121,7 @@ class JobsService:
         runs when it raises. ``job_id``: the one the launch form's preview showed."""
         plan = await self.runner.prepare(spec, job_id=job_id)
         if preflight:
-            slots = {ph.name: ph.slots for ph in place(spec, self.inventory, plan.job_id).hosts}
-            report = await preflight_plan(
-                self.runner.connections, plan, self.inventory, slots=slots, interface=spec.interface
-            )
+            report = await preflight_job(self.runner.connections, spec, plan, self.inventory)
             report.raise_if_failed()
         try:
             job = await self.runner.launch(plan)

@@ -244,3 +244,33 @@ def test_a_job_stopped_from_another_console_reads_stopped_not_failed(
     assert job["state"] == "stopped"
     assert not job.get("failure"), job
     assert_nothing_left(cluster)
+
+
+def test_preflight_names_the_host_where_the_program_is_missing(sshd_cluster, tmp_path) -> None:
+    # train.py is on node0 only (per-host homes, nothing synced): the launch is refused
+    # before anything starts, naming node1, and a missing --workdir is named as such.
+    cluster = sshd_cluster(n=2)
+    inv = str(cluster.inventory_path)
+    node0, node1 = cluster.host("node0"), cluster.host("node1")
+    work = node0.home / "distconsole"
+    work.mkdir(exist_ok=True)
+    (work / "train.py").write_text("print('hello')\n")
+    os.chown(work, node0.uid, node0.gid)
+    os.chown(work / "train.py", node0.uid, node0.gid)
+    result = dc(
+        tmp_path, "launch", inv, "--kind", "ddp", "--gpus-per-host", "1", "--", "train.py",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    errors = [ln for ln in result.stderr.splitlines() if "train.py not found" in ln]
+    assert len(errors) == 1 and "node1" in errors[0] and "node0" not in errors[0], result.stderr
+    assert "nothing was started" in result.stderr
+    assert not (node1.home / "distconsole" / ".distconsole").exists()
+
+    missing_dir = dc(
+        tmp_path, "launch", inv, "--kind", "ps", "--workdir", "~/nosuch", "--", "train.py",
+    )  # fmt: skip
+    assert missing_dir.returncode == 1, missing_dir.stderr
+    assert "working directory ~/nosuch does not exist" in missing_dir.stderr
+    assert "train.py not found" not in missing_dir.stderr  # one cause, said once
+    assert jobs_json(tmp_path, cluster.inventory_path) == []
+    assert live_processes(cluster) == {}
