@@ -66,6 +66,7 @@ async def writer(server: ScriptedSshServer) -> None:
     (job_dir(server) / "done").write_text("0\n")
 
 
+@pytest.mark.usefixtures("fast_reconnect")
 async def test_resume_after_mid_stream_drops_loses_and_repeats_nothing(
     scripted_ssh: Scripted,
 ) -> None:
@@ -104,6 +105,7 @@ async def test_resume_after_mid_stream_drops_loses_and_repeats_nothing(
     assert follower.finished and follower.restarts == 2
 
 
+@pytest.mark.usefixtures("fast_reconnect")
 async def test_drop_while_idle_then_new_lines_arrive_once(scripted_ssh: Scripted) -> None:
     """The connection goes while nothing is being written (the follower only heartbeats);
     lines written during the outage arrive once after the reconnect."""

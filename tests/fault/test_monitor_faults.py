@@ -53,6 +53,7 @@ def live(view: HostView) -> bool:
     return view.state is HostState.UP and not view.stale and view.sample is not None
 
 
+@pytest.mark.usefixtures("fast_reconnect")
 async def test_stream_cut_by_dropped_connection_restarts_sampler(scripted_ssh: Scripted) -> None:
     server = await scripted_ssh()
     # The first sampler's connection is aborted after its 4th line; later ones run on.
@@ -195,6 +196,7 @@ async def test_no_python_falls_back_to_nvidia_smi_loop(
     assert any("nvidia-smi" in s.command for s in server.sessions), server.sessions
 
 
+@pytest.mark.usefixtures("fast_reconnect")
 async def test_hung_host_goes_stale_while_the_others_keep_updating(
     scripted_ssh: Scripted,
 ) -> None:

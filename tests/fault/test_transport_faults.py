@@ -188,6 +188,7 @@ async def test_backoff_grows_between_attempts(
     assert gaps[-1] < 0.6, gaps
 
 
+@pytest.mark.usefixtures("fast_reconnect")
 async def test_connection_dropped_mid_command_is_host_unavailable(scripted_ssh: Scripted) -> None:
     server = await scripted_ssh()
     server.on("halfway", Reply(stdout=["some output\n"], drop=True))
@@ -291,6 +292,7 @@ async def test_one_host_down_does_not_hold_up_the_others(scripted_ssh: Scripted)
     assert isinstance(outcomes["node1"], HostUnavailable)
 
 
+@pytest.mark.usefixtures("fast_reconnect")
 async def test_hung_host_goes_down_by_keepalive_and_commands_do_not_hang(
     scripted_ssh: Scripted,
 ) -> None:
