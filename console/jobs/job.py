@@ -35,6 +35,7 @@ class JobFailure:
     exit_status: int | None
     reason: str
     tail: tuple[str, ...] = ()
+    first_error: tuple[str, ...] = ()  # the cause, before the launcher's own report
 
     def describe(self) -> str:
         who = f"{self.host} {self.process}"
@@ -45,6 +46,9 @@ class JobFailure:
         lines = [f"{who} failed: {what}"]
         if self.exit_status is not None and self.reason:
             lines[0] += f" ({self.reason})"
+        if self.first_error:
+            lines.append("first error:")
+            lines += list(self.first_error)
         if self.tail:
             lines.append("last lines of its output:")
             lines += list(self.tail)

@@ -10,11 +10,13 @@ from collections.abc import Iterable
 from console.errors import TransportError
 from console.jobs import remote_ops
 from console.jobs.control import JobControl
+from console.jobs.failure_lines import first_error
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo
 from console.jobs.jobctl_reports import JobctlReader, ProcessReport, WatchDone, watch_record
 from console.jobs.models import JobKind, JobState
 
 TAIL_LINES = 15
+SEARCHED_LINES = 400  # per file, for the first error before the launcher's report
 PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job
 
 
@@ -141,13 +143,17 @@ class JobWatch(JobControl):
     async def _failure(self, job: Job, info: ProcessInfo) -> JobFailure:
         job_dir = remote_ops.host_job_dir(job.plan, info.host)
         paths = remote_ops.tail_paths(info.launch, job_dir)
+        conn = self._conn(info.host)
+        cause: tuple[str, ...] = ()
         try:
-            result = await self._conn(info.host).run(
-                remote_ops.tail_command(paths, TAIL_LINES), timeout=10
-            )
+            result = await conn.run(remote_ops.tail_command(paths, TAIL_LINES), timeout=10)
             tail = tuple(result.stdout.splitlines()[-2 * TAIL_LINES :])
+            searched = await conn.run(remote_ops.tail_command(paths, SEARCHED_LINES), timeout=10)
+            cause = first_error(searched.stdout.splitlines())
         except TransportError as exc:
             tail = (f"  (could not read the log: {exc})",)
+        if set(cause) <= set(tail):
+            cause = ()  # the last lines already show it
         return JobFailure(
-            info.host, info.name, info.launch.ranks, info.exit_status, info.note, tail
+            info.host, info.name, info.launch.ranks, info.exit_status, info.note, tail, cause
         )

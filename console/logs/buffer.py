@@ -20,18 +20,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from console.jobs.failure_lines import ERROR_HINTS, ERROR_PATTERN
 from console.logs.models import LineRun, LineSource, LogLine, RankKey, as_runs
 
 DEFAULT_MAX_LINES_PER_RANK = 100_000
 
-# Lines that start a failure report; the first one across all ranks is where to look.
-ERROR_PATTERN = re.compile(
-    r"Traceback \(most recent call last\)|Error\b|NCCL error|exited with|"
-    r"\bexitcode\b|Segmentation fault|\bFATAL\b|\bKilled\b|CUDA out of memory",
-)
-# Lowercase words one of which every ERROR_PATTERN match contains: a substring test on
-# the batch is far cheaper than the regex when there is no error (the usual case).
-ERROR_HINTS = ("traceback", "error", "exited with", "exitcode", "fault", "fatal", "killed")
 
 Entry = tuple[int, LogLine]  # (arrival number, line)
 

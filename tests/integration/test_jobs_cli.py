@@ -96,7 +96,12 @@ def test_launch_of_a_failing_job_exits_1_naming_host_and_rank(sshd_cluster, tmp_
     assert result.returncode == 1, result.stderr
     assert re.search(r"node1 torchrun-1 \(rank 1\) failed: exit status [1-9]", result.stderr)
     assert "last lines of its output:" in result.stderr
-    assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["failed"]
+    # The cause the rank printed comes first, not torchrun's ChildFailedError block.
+    cause = result.stderr.split("first error:", 1)[1].split("last lines of its output:")[0]
+    assert "[default0]" in cause, result.stderr
+    assert "crash" in cause.lower() and "ChildFailedError" not in cause, result.stderr
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "failed" and "first error:" in job["failure"]
     assert_nothing_left(cluster)
 
 
