@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from console.errors import UsageError
 from console.jobs.control import DEFAULT_GRACE_S
 from console.logs.buffer import DEFAULT_MAX_LINES_PER_RANK
+from console.validation import first_problem
 
 
 class Settings(BaseModel):
@@ -78,10 +79,8 @@ def make_settings(**fields: Any) -> Settings:
     try:
         return Settings(**fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        name = ".".join(str(part) for part in first["loc"]) or "settings"
-        if first["type"] == "extra_forbidden":
-            known = ", ".join(sorted(Settings.model_fields))
-            raise UsageError(name, f"no such setting (known: {known})") from None
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise UsageError(name, f"{message} (got {first.get('input')!r})") from None
+        problem = first_problem(
+            exc, known_keys=Settings.model_fields, unknown_key="no such setting"
+        )
+        name = ".".join(str(part) for part in problem.loc) or "settings"
+        raise UsageError(name, problem.message) from None

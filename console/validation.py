@@ -27,9 +27,13 @@ TYPE_MESSAGES: Mapping[str, str] = {
     "string_type": "must be text",
     "list_type": "must be a list",
     "dict_type": "must be a mapping",
-    "greater_than": "is too small",
-    "greater_than_equal": "is too small",
-    "less_than_equal": "is too large",
+}
+# pydantic error type -> (wording, the ctx key holding the bound)
+BOUND_MESSAGES: Mapping[str, tuple[str, str]] = {
+    "greater_than": ("must be greater than", "gt"),
+    "greater_than_equal": ("must be greater than or equal to", "ge"),
+    "less_than": ("must be less than", "lt"),
+    "less_than_equal": ("must be less than or equal to", "le"),
 }
 
 
@@ -98,6 +102,9 @@ def _message(
     elif kind == "value_error":
         inner = (item.get("ctx") or {}).get("error")
         return str(inner) if inner is not None else str(item["msg"]).removeprefix("Value error, ")
+    elif kind in BOUND_MESSAGES:
+        words, key = BOUND_MESSAGES[kind]
+        message = f"{words} {(item.get('ctx') or {}).get(key)}"
     else:
         message = TYPE_MESSAGES.get(kind, str(item.get("msg", "invalid value")))
     given = item.get("input")

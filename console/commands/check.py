@@ -23,13 +23,13 @@ from console.commands import options
 from console.display import NOT_REPORTED
 from console.errors import CommandTimeout, ConsoleError
 from console.inventory import Host, load
+from console.settings import DEFAULT_SETTINGS
 from console.transport.base import HostState, HostStatus
 
 if TYPE_CHECKING:
     from console.probe.facts import HostFacts
 
 FACTS_TIMEOUT_S = 15.0  # after connecting; nvidia-smi on a sick GPU can take a while
-CLOSE_TIMEOUT_S = 5.0
 
 
 def register(sub: Any) -> None:
@@ -76,11 +76,11 @@ class HostCheck:
 
     @property
     def ok(self) -> bool:
-        return self.status.state is HostState.UP and self.facts is not None
+        return self.status.is_up and self.facts is not None
 
     @property
     def reason(self) -> str:
-        if self.status.state is not HostState.UP:
+        if not self.status.is_up:
             return self.status.reason
         return self.error or ""
 
@@ -149,7 +149,7 @@ async def collect(hosts: Sequence[Host], timeout: float | None = None) -> list[H
             status = conn.status
             if status.state is HostState.CONNECTING:
                 return HostCheck(host, _not_answered(status, budget))
-            if status.state is not HostState.UP:
+            if not status.is_up:
                 return HostCheck(host, status)
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -169,7 +169,7 @@ async def collect(hosts: Sequence[Host], timeout: float | None = None) -> list[H
         return list(await asyncio.gather(*(one(h) for h in hosts)))
     finally:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT_S)
+            await asyncio.wait_for(pool.close(), DEFAULT_SETTINGS.close_timeout_s)
 
 
 def _not_answered(status: HostStatus, budget: float) -> HostStatus:

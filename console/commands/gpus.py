@@ -21,9 +21,8 @@ from console.commands import options
 from console.display import NOT_REPORTED
 from console.inventory import Host, load
 from console.probe.models import GpuSample, HostView, host_view_to_json
+from console.settings import DEFAULT_SETTINGS
 from console.transport.base import HostState
-
-CLOSE_TIMEOUT_S = 5.0
 
 
 def register(sub: Any) -> None:
@@ -59,7 +58,7 @@ def register(sub: Any) -> None:
 
 
 def ok(view: HostView) -> bool:
-    return view.state is HostState.UP and view.sample is not None and not view.stale
+    return view.live and view.sample is not None
 
 
 def _settle(views: dict[str, HostView], budget: float) -> list[HostView]:
@@ -69,7 +68,7 @@ def _settle(views: dict[str, HostView], budget: float) -> list[HostView]:
             view = HostView(
                 view.name, HostState.DOWN, f"no answer within {budget:g}s (still connecting)"
             )
-        elif view.state is HostState.UP and view.sample is None:
+        elif view.up and view.sample is None:
             reason = view.reason or f"no sample within {budget:g}s"
             view = HostView(view.name, view.state, reason)
         out.append(view)
@@ -92,7 +91,7 @@ async def snapshot(
     finally:
         await monitor.close()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT_S)
+            await asyncio.wait_for(pool.close(), DEFAULT_SETTINGS.close_timeout_s)
 
 
 async def watch(hosts: Sequence[Host], interval: float, as_json: bool) -> None:
@@ -161,7 +160,7 @@ def render(views: Sequence[HostView], *, colour: bool = False) -> str:
         s = view.sample
         state = view.state.value + (" (stale)" if view.stale else "")
         if colour:
-            code = "32" if ok(view) else ("33" if view.state is HostState.UP else "31")
+            code = "32" if ok(view) else ("33" if view.up else "31")
             state = f"\x1b[{code}m{state}\x1b[0m"
         head = [view.name, state]
         if s is not None:

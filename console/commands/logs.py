@@ -24,7 +24,7 @@ from console.jobs.history import JobHistory
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import LogBatch, LogLine
 from console.logs.targets import targets_from_listing, targets_from_plan
-from console.transport import ClusterConnections, HostState
+from console.transport import ClusterConnections
 
 
 def rank_arg(text: str) -> int:
@@ -158,7 +158,7 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
         live = []
         for target in targets:
             state = statuses[target.host]
-            if state.state is not HostState.UP and not args.follow:
+            if not state.is_up and not args.follow:
                 printer.err.write(
                     f"distconsole logs: {target.host} is {state.state.value}: {state.reason}\n"
                 )

@@ -19,7 +19,7 @@ from console.jobs import jobctl_reports, remote_ops
 from console.jobs.history import JobHistory
 from console.jobs.job import Job, JobEvent, StopReport
 from console.jobs.models import JobState
-from console.transport.base import HostConnection, HostState
+from console.transport.base import HostConnection
 
 DEFAULT_GRACE_S = 10.0
 WATCH_INTERVAL_S = 0.2
@@ -63,7 +63,7 @@ class JobControl:
         down = []
         for name in hosts:
             status = self._conn(name).status
-            if status.state is not HostState.UP:
+            if not status.is_up:
                 reason = f": {status.reason}" if status.reason else ""
                 down.append(f"{name} is {status.state.value}{reason}")
         if down:

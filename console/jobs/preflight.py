@@ -23,7 +23,7 @@ from console.hostprogs import preflight_probe
 from console.hostprogs.ship import HostProgram, shipment
 from console.inventory import Host
 from console.jobs.probe_report import HostProbe, parse_probe
-from console.transport.base import HostConnection, HostState
+from console.transport.base import HostConnection
 from console.transport.pool import ClusterConnections
 
 PROBE_TIMEOUT_S = 60.0
@@ -152,7 +152,7 @@ async def run_preflight(
     live: list[HostRequest] = []
     for req in requests:
         status = connections[req.host.name].status
-        if status.state is HostState.UP:
+        if status.is_up:
             live.append(req)
         else:
             reason = f" ({status.reason})" if status.reason else ""

@@ -67,7 +67,7 @@ class HostMonitor:
     def on_status(self, status: HostStatus) -> None:
         """The pool says the connection changed state."""
         view = self.view
-        if status.state is HostState.UP:
+        if status.is_up:
             self._set(replace(view, state=status.state, reason=""))
         else:
             last = status.last_seen or (view.sample.time if view.sample else None)
@@ -109,9 +109,9 @@ class HostMonitor:
     async def run(self) -> None:
         retry = 1.0
         while True:
-            if self.connection.status.state is not HostState.UP:
+            if not self.connection.status.is_up:
                 self._wake.clear()
-                if self.connection.status.state is not HostState.UP:
+                if not self.connection.status.is_up:
                     await self._wake.wait()
                 continue
             got_sample, exit_status, detail = await self._run_once()
@@ -129,7 +129,7 @@ class HostMonitor:
                 self.use_nvsmi_loop = True
                 continue
             self.failed_once = True
-            if self.connection.status.state is HostState.UP:
+            if self.connection.status.is_up:
                 what = f"sampler exited (status {exit_status})" if exit_status is not None else ""
                 reason = "; ".join(x for x in (what or "sampler stopped", detail) if x)
                 self._set(replace(self.view, reason=reason, stale=self.view.sample is not None))
