@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from console.commands.demo_job import start_training
+from console.commands.demo_job import record_power_off, start_training
 from console.errors import ConsoleError
 from console.transport.demo import MAX_DEMO_HOSTS, DemoCluster, DemoUnavailable
 
@@ -123,6 +123,7 @@ def _open_console(hosts: int, directory: Path | None, theme: str | None, *, idle
     # The servers live in their own loop so the UI's loop (Textual's) never waits on them.
     thread = threading.Thread(target=loop.run_forever, name="demo-cluster", daemon=True)
     thread.start()
+    path: Path | None = None
     try:
         started: Future[Path] = asyncio.run_coroutine_threadsafe(_start(cluster), loop)
         path = started.result(timeout=60)
@@ -141,6 +142,8 @@ def _open_console(hosts: int, directory: Path | None, theme: str | None, *, idle
         asyncio.run_coroutine_threadsafe(cluster.stop(), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+        if path is not None:
+            record_power_off(path)
 
 
 async def _start(cluster: DemoCluster) -> Path:

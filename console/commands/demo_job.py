@@ -15,6 +15,7 @@ from pathlib import Path
 from console import inventory as inventory_module
 from console.errors import ConsoleError
 from console.jobs.history import JobHistory
+from console.jobs.models import JobState
 from console.jobs.runner import JobRunner
 from console.jobs.spec import JobSpec, make_spec
 from console.transport.pool import ClusterConnections
@@ -67,3 +68,15 @@ async def start_training(inventory_path: Path) -> str:
     if not torch_available:
         what += "; torch is not installed, so not the DDP example"
     return f"Training {what}: j lists jobs, Enter on one opens its logs"
+
+
+def record_power_off(inventory_path: Path) -> int:
+    """Jobs of the demo that were still running end with its hosts: say so in the history,
+    so that no later console (``--dir`` reused) re-attaches to processes that are gone."""
+    history = JobHistory()
+    unfinished = history.unfinished(str(inventory_path))
+    for record in unfinished:
+        history.set_state(
+            record.id, JobState.STOPPED, failure="the demo cluster was powered off (quit)"
+        )
+    return len(unfinished)

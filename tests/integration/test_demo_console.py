@@ -2,7 +2,7 @@
 
 It opens on the GPU screen with the demo's job training on the first hosts, the title
 bar naming the demo's inventory; `--idle` opens it with nothing running; `q` quits and
-powers the hosts off (nothing the demo started is left).
+powers the hosts off (nothing the demo started is left, its job recorded as stopped).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from console.jobs.history import DB_NAME, JobHistory
+from console.jobs.models import JobState
 from tests.integration.test_demo import REPO
 
 pytestmark = [
@@ -113,6 +115,11 @@ def test_the_demo_opens_on_the_gpu_screen_training_and_names_its_inventory(
     while demo_processes(root) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert demo_processes(root) == []
+    # Its job ended with the hosts, and the history says so: a later demo on the same
+    # --dir does not re-attach to it.
+    history = JobHistory(tmp_path / "data" / DB_NAME)
+    records = history.records(inventory=str(root / "hosts.yaml"))
+    assert [(r.name, r.state) for r in records] == [("demo-ddp", JobState.STOPPED)]
 
 
 def test_idle_opens_with_nothing_running(tmp_path: Path) -> None:
