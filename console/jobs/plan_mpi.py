@@ -189,7 +189,8 @@ def horovodrun_argv(p: Placement, program: tuple[str, ...]) -> tuple[str, ...]:
 
 def require_distinct_addresses(p: Placement) -> None:
     """-H names hosts by address only: two inventory hosts on one address (containers
-    behind different ports, the demo's hosts) would silently become one machine."""
+    behind different ports) would silently become one machine. (The demo gives each of
+    its hosts its own loopback address for this reason.)"""
     seen: dict[str, str] = {}
     for h in p.hosts:
         if h.address in seen:
