@@ -8,6 +8,7 @@ the demo's own ~/.ssh files, host keys checked.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shlex
@@ -19,6 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from console.commands.demo_job import demo_spec
+from console.inventory import load
+from console.jobs.history import JobHistory
+from console.jobs.models import JobState
+from console.jobs.runner import JobRunner
+from console.transport.demo import DemoCluster
+from console.transport.pool import ClusterConnections
 from tests.integration.test_demo import REPO, Served, _end, _start_serve
 
 JOB_TIMEOUT_S = 240
@@ -172,3 +180,25 @@ def test_horovod_example_runs_across_hosts(demo4: Served, tmp_path: Path) -> Non
         "2",
         "3",
     ]
+
+
+@pytest.mark.parametrize("torch_available", [True, False])
+async def test_the_demos_own_job_trains(
+    torch_available: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job `distconsole demo` opens with: DDP, or the PS example (standard library
+    only) where torch is missing; a few steps of it, un-paced, end in success."""
+    if torch_available:
+        pytest.importorskip("torch")
+    monkeypatch.setenv("DISTCONSOLE_DATA_DIR", str(tmp_path / "data"))
+    async with DemoCluster(2) as cluster:
+        inventory = load(cluster.inventory_path)
+        spec = demo_spec(("node0", "node1"), torch_available=torch_available)
+        assert spec.program == ("example:ddp" if torch_available else "example:ps")
+        quick = spec.model_copy(update={"total_steps": 8, "args": ()})
+        async with ClusterConnections(inventory) as pool:
+            await pool.wait_settled()
+            runner = JobRunner(pool, inventory, history=JobHistory())
+            job = await runner.launch(await runner.prepare(quick))
+            await asyncio.wait_for(job.wait(), JOB_TIMEOUT_S)
+        assert job.state is JobState.SUCCEEDED, job.failure
