@@ -233,8 +233,9 @@ class RunLocally:
     """Run the command with ``bash -c`` here (cwd and HOME: the server's home), with
     optional faults on its stdout:
 
-    - ``drop_after_bytes`` / ``drop_after_lines``: forward exactly that much stdout,
-      then abort the connection (mid-line or mid-frame when the count falls there);
+    - ``drop_after_bytes`` / ``drop_after_lines`` (+ ``drop_extra_bytes`` of the next
+      line): forward exactly that much stdout, then abort the connection (mid-line or
+      mid-frame when the count falls there);
     - ``insert_after_lines``: ``{n: data}`` writes ``data`` right after stdout line n;
     - ``signal_after_lines``: ``(n, "KILL")`` kills the process group after line n
       (the exit is then reported as that signal, like sshd does).
@@ -243,6 +244,7 @@ class RunLocally:
 
     drop_after_bytes: int | None = None
     drop_after_lines: int | None = None
+    drop_extra_bytes: int = 0  # with drop_after_lines: this much of the next line too
     insert_after_lines: Mapping[int, bytes] = field(default_factory=dict)
     signal_after_lines: tuple[int, str] | None = None
 
@@ -326,12 +328,13 @@ class RunLocally:
         """Forward stdout with the faults applied; True when the connection was dropped."""
         sent_bytes = 0
         lines = 0
+        drop_at = self.drop_after_bytes  # stdout bytes after which the connection goes
         while data := await source.read(_CHUNK):
             while data:
                 piece = data
                 # Stop at the next byte budget or line boundary that triggers a fault.
-                if self.drop_after_bytes is not None:
-                    piece = piece[: self.drop_after_bytes - sent_bytes]
+                if drop_at is not None:
+                    piece = piece[: drop_at - sent_bytes]
                 newline = piece.find(b"\n")
                 if newline >= 0:
                     piece = piece[: newline + 1]
@@ -346,7 +349,10 @@ class RunLocally:
                     if self.signal_after_lines and lines == self.signal_after_lines[0]:
                         name = self.signal_after_lines[1]
                         _kill_group(pid, getattr(signal, f"SIG{name}"))
-                if sent_bytes == self.drop_after_bytes or lines == self.drop_after_lines:
+                    if lines == self.drop_after_lines:
+                        cut = sent_bytes + self.drop_extra_bytes
+                        drop_at = cut if drop_at is None else min(drop_at, cut)
+                if sent_bytes == drop_at:
                     session.drop()
                     _kill_group(pid, signal.SIGKILL)  # its output has nowhere to go now
                     return True

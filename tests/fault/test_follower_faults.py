@@ -215,3 +215,28 @@ async def test_follower_that_cannot_start_says_why(scripted_ssh: Scripted, delay
             batches = [b async for b in follow_hosts([follower])]
     errors = [n.message for b in batches for n in b.notes if n.kind == "error"]
     assert len(errors) == 1 and "127" in errors[0] and "command not found" in errors[0], errors
+
+
+async def test_follower_killed_mid_stream_is_an_error_not_a_hang(scripted_ssh: Scripted) -> None:
+    """The follower process dies of a signal while the connection stays (someone's
+    pkill, the OOM killer): that host's following ends with an error that says so
+    (no restart: a non-zero exit is not retried); what was delivered is a clean prefix."""
+    server = await scripted_ssh()
+    write_lines(server, 0, BEFORE)
+    server.on(None, RunLocally(signal_after_lines=(1000, "KILL")))
+    async with ClusterConnections([server.host()], ssh_config=[]) as pool:
+        await pool.wait_settled(timeout=10)
+        follower = HostLogFollower(pool["node0"], target_of(server))
+        async with asyncio.timeout(10):
+            batches = [b async for b in follow_hosts([follower])]
+        assert pool["node0"].status.state is HostState.UP
+    errors = [n.message for b in batches for n in b.notes if n.kind == "error"]
+    assert len(errors) == 1 and "status 137" in errors[0], errors
+    seen: dict[object, list[str]] = defaultdict(list)
+    for b in batches:
+        for log_line in b.lines:
+            seen[rank_key(log_line)].append(log_line.text)
+    assert sum(map(len, seen.values())) > 0
+    for r in RANKS:
+        assert seen[r] == [line(r, i) for i in range(len(seen[r]))]
+    assert server.sessions[0].outcome == "signal KILL" and len(server.sessions) == 1

@@ -54,10 +54,14 @@ def live(view: HostView) -> bool:
 
 
 @pytest.mark.usefixtures("fast_reconnect")
-async def test_stream_cut_by_dropped_connection_restarts_sampler(scripted_ssh: Scripted) -> None:
+@pytest.mark.parametrize("extra", [0, 40], ids=["at-line-end", "mid-line"])
+async def test_stream_cut_by_dropped_connection_restarts_sampler(
+    scripted_ssh: Scripted, extra: int
+) -> None:
     server = await scripted_ssh()
-    # The first sampler's connection is aborted after its 4th line; later ones run on.
-    server.on(None, RunLocally(drop_after_lines=4), times=1)
+    # The first sampler's connection is aborted after its 4th line (and ``extra`` bytes
+    # of the 5th); later ones run on.
+    server.on(None, RunLocally(drop_after_lines=4, drop_extra_bytes=extra), times=1)
     async with (
         ClusterConnections([server.host()], ssh_config=[]) as pool,
         ClusterMonitor(pool, interval=INTERVAL) as monitor,
