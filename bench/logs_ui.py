@@ -68,7 +68,7 @@ async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> di
                 raise SystemExit("the sshd host did not come up")
             await pilot.pause(0.1)
         conn = pool[host]
-        screen = CheckedLogsScreen(plan, clock=time.time, max_lines_per_rank=args.max_lines)
+        screen = CheckedLogsScreen(plan, app.services, max_lines_per_rank=args.max_lines)
         await app.push_screen(screen)
         timeline = Timeline(args, lambda: screen.store.total_received)
         baseline = rss_mb()

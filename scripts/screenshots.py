@@ -117,7 +117,7 @@ def job_processes(job_id: str) -> list[psutil.Process]:
 
 def ranks_on_gpus(app: DistConsoleApp, job_id: str) -> set[int]:
     ranks: set[int] = set()
-    for view in app.cluster_screen.views.values():
+    for view in app.store.views.values():
         for gpu in view.sample.gpus if view.sample else ():
             ranks.update(p.rank for p in gpu.processes if p.job == job_id and p.rank is not None)
     return ranks
@@ -146,9 +146,7 @@ async def shoot_live(out: Path, args: argparse.Namespace) -> None:
                 30,
                 "every demo host up",
             )
-            await until(
-                pilot, lambda: len(app.cluster_screen.views) == len(names), 30, "first GPU samples"
-            )
+            await until(pilot, lambda: len(app.store.views) == len(names), 30, "first GPU samples")
             await pilot.pause(1.5)  # a few samples: latencies and sparklines settle
             save(app, out / "hosts.svg")
 
@@ -287,7 +285,7 @@ async def shoot_fixed_hosts(path: Path, theme: str, press: tuple[str, ...] = ())
         example_inventory(), theme=theme, connections_factory=None, clock=lambda: NOW
     )
     async with app.run_test(size=FIXED_SIZE) as pilot:
-        app.hosts_screen.apply_statuses(example_statuses())
+        app.apply_statuses(example_statuses())
         await pilot.pause()
         if press:
             await pilot.press(*press)
@@ -306,7 +304,7 @@ async def shoot_fixed_gpus(path: Path, theme: str) -> None:
     async with app.run_test(size=(130, 40)) as pilot:
         await pilot.press("g")
         for step in range(12):
-            app.cluster_screen.apply_views(gpu_views(step))
+            app.apply_views(gpu_views(step))
         await pilot.pause()
         save(app, path)
 
