@@ -98,21 +98,22 @@ def _write_node_ssh(cluster: DemoCluster, node: DemoNode, known_hosts: str) -> N
     _write_private(key_path, cluster.client_key.export_private_key().decode())
     (ssh_dir / f"{KEY_NAME}.pub").write_text(cluster.client_key.export_public_key().decode())
     _write_private(ssh_dir / "known_hosts", known_hosts)
-    user = getpass.getuser()
-    entries = [
-        f"Host {peer.address} {peer.name}\n"
-        f"  HostName {peer.address}\n"
-        f"  Port {peer.port}\n"
-        f"  User {user}\n"
+    # Names map to addresses; every address and name then shares one block, so the
+    # file grows by a line or two per peer, not a block (256 hosts, 256 files).
+    names = "".join(f"Host {peer.name}\n  HostName {peer.address}\n" for peer in cluster.nodes)
+    everyone = " ".join([*(p.name for p in cluster.nodes), *(p.address for p in cluster.nodes)])
+    shared = (
+        f"Host {everyone}\n"
+        f"  Port {cluster.port}\n"
+        f"  User {getpass.getuser()}\n"
         f"  IdentityFile {_ssh_config_path(key_path)}\n"
         "  IdentitiesOnly yes\n"
         f"  UserKnownHostsFile {_ssh_config_path(ssh_dir / 'known_hosts')}\n"
         "  StrictHostKeyChecking yes\n"
         "  BatchMode yes\n"
         "  LogLevel ERROR\n"
-        for peer in cluster.nodes
-    ]
-    _write_private(ssh_dir / "config", "\n".join(entries))
+    )
+    _write_private(ssh_dir / "config", names + shared)
 
 
 def _ssh_config_path(path: Path) -> str:
