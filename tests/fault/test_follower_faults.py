@@ -27,8 +27,8 @@ pytestmark = pytest.mark.timeout(30)
 Scripted = Callable[..., Awaitable[ScriptedSshServer]]
 JOB = "faults-20260101-000000-abcdef"
 RANKS = (0, 1)
-BEFORE = 1500  # lines per rank already written when following starts
-AFTER = 1500  # lines per rank appended while following
+BEFORE = 800  # lines per rank already written when following starts
+AFTER = 800  # lines per rank appended while following
 
 
 def line(rank: int, i: int) -> str:
@@ -72,14 +72,18 @@ async def test_resume_after_mid_stream_drops_loses_and_repeats_nothing(
 ) -> None:
     server = await scripted_ssh()
     write_lines(server, 0, BEFORE)
-    # The first two follower connections are cut after this many stdout bytes.
-    server.on(None, RunLocally(drop_after_bytes=5_000), times=1)
-    server.on(None, RunLocally(drop_after_bytes=47_311), times=1)
+    # The first two follower connections are cut after this many stdout bytes: with
+    # reads of at most 4 KiB (max_line) that is after a few whole frames, inside the next.
+    server.on(None, RunLocally(drop_after_bytes=10_000), times=1)
+    server.on(None, RunLocally(drop_after_bytes=23_311), times=1)
     seen: dict[object, list[str]] = defaultdict(list)
     kinds: list[str] = []
+    per_session = [0]  # lines delivered by each follower run
     async with ClusterConnections([server.host()], ssh_config=[]) as pool:
         await pool.wait_settled(timeout=10)
-        follower = HostLogFollower(pool["node0"], target_of(server), retry_first_s=0.1)
+        follower = HostLogFollower(
+            pool["node0"], target_of(server), retry_first_s=0.1, max_line=4096
+        )
         writing = asyncio.create_task(writer(server))
         batches = follower.batches()
         try:
@@ -87,7 +91,10 @@ async def test_resume_after_mid_stream_drops_loses_and_repeats_nothing(
                 async for batch in batches:
                     for log_line in batch.lines:
                         seen[rank_key(log_line)].append(log_line.text)
+                    per_session[-1] += len(batch.lines)
                     kinds.extend(n.kind for n in batch.notes)
+                    if any(n.kind == "disconnected" for n in batch.notes):
+                        per_session.append(0)
                     if batch.finished:
                         break
         finally:
@@ -103,6 +110,8 @@ async def test_resume_after_mid_stream_drops_loses_and_repeats_nothing(
     outcomes = [s.outcome for s in server.sessions]
     assert outcomes[:2] == ["dropped", "dropped"] and len(outcomes) == 3, outcomes
     assert follower.finished and follower.restarts == 2
+    # Each cut run had delivered lines, so the next one resumed mid-file.
+    assert len(per_session) == 3 and all(per_session), per_session
 
 
 @pytest.mark.usefixtures("fast_reconnect")
