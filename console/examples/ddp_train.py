@@ -3,7 +3,7 @@
 Run under torchrun. Each rank trains the same small model on its own random batches;
 DDP averages the gradients, so every rank ends with the same parameters, and the last
 line each rank prints is ``params_checksum=...`` to let a test check that they agree.
-Every step prints ``rank R step N/S loss L samples/s X`` (flushed).
+Every step prints ``rank R step N/S loss L samples/s X steps/s Y`` (flushed).
 
 Test knobs: ``--crash-rank R --crash-at-step S`` makes rank R exit 3 at step S;
 ``--sleep SECONDS`` sleeps in every step. Arguments it does not know are printed as
@@ -61,9 +61,10 @@ def main() -> int:
         optimizer.step()
         if args.sleep:
             time.sleep(args.sleep)
-        rate = args.batch_size / max(time.perf_counter() - started, 1e-9)
+        elapsed = max(time.perf_counter() - started, 1e-9)
         print(
-            f"rank {rank} step {step}/{args.steps} loss {loss.item():.4f} samples/s {rate:.1f}",
+            f"rank {rank} step {step}/{args.steps} loss {loss.item():.4f} "
+            f"samples/s {args.batch_size / elapsed:.1f} steps/s {1 / elapsed:.2f}",
             flush=True,
         )
     checksum = sum(float(p.detach().double().sum()) for p in model.parameters())

@@ -3,7 +3,7 @@
 Horovod counts steps per rank: with a total budget T over N ranks every rank runs
 ``T // N`` steps (as Horovod's own examples split it). distconsole hands that share in
 ``DISTCONSOLE_STEPS_PER_RANK``; ``--steps`` overrides it. Every step prints ``rank R
-step N/S loss L samples/s X`` and the last lines are the global step count and
+step N/S loss L samples/s X steps/s Y`` and the last lines are the global step count and
 ``params_checksum=...`` (equal on every rank).
 
 Test knobs as in ddp_train.py: ``--crash-rank``, ``--crash-at-step``, ``--sleep``.
@@ -64,9 +64,10 @@ def main() -> int:
         optimizer.step()
         if args.sleep:
             time.sleep(args.sleep)
-        rate = args.batch_size / max(time.perf_counter() - started, 1e-9)
+        elapsed = max(time.perf_counter() - started, 1e-9)
         print(
-            f"rank {rank} step {step}/{args.steps} loss {loss.item():.4f} samples/s {rate:.1f}",
+            f"rank {rank} step {step}/{args.steps} loss {loss.item():.4f} "
+            f"samples/s {args.batch_size / elapsed:.1f} steps/s {1 / elapsed:.2f}",
             flush=True,
         )
     done = hvd.allreduce(torch.tensor([float(args.steps)]), op=hvd.Sum, name="steps_done")

@@ -8,7 +8,7 @@ TF_CONFIG: ``{"cluster": {"ps": ["host:port", ...], "worker": [...], "chief": [.
   ``PULL`` -> weights; ``PUSH lr g1 g2 ...`` -> applies the gradient, returns weights.
 - A ``worker`` (or the ``chief``) pulls every shard, computes a least-squares gradient
   on its own random batch, pushes it back, and prints ``worker I step N/S loss L
-  samples/s X``; after its steps it exits 0.
+  samples/s X steps/s Y``; after its steps it exits 0.
 
 Test knobs: ``--crash-rank I --crash-at-step S`` (worker index I exits 3 at step S),
 ``--sleep SECONDS`` per step. Unknown arguments are printed as ``extra_args=[...]``.
@@ -145,9 +145,10 @@ def train(kind: str, index: int, ps: list[str], args: argparse.Namespace) -> int
             ask(f, f"PUSH {args.lr} " + " ".join(repr(g) for g in part))
         if args.sleep:
             time.sleep(args.sleep)
-        rate = args.batch_size / max(time.perf_counter() - started, 1e-9)
+        elapsed = max(time.perf_counter() - started, 1e-9)
         print(
-            f"{kind} {index} step {step}/{args.steps} loss {loss:.4f} samples/s {rate:.1f}",
+            f"{kind} {index} step {step}/{args.steps} loss {loss:.4f} "
+            f"samples/s {args.batch_size / elapsed:.1f} steps/s {1 / elapsed:.2f}",
             flush=True,
         )
     for c in conns:

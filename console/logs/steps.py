@@ -1,7 +1,7 @@
 """Steps and throughput read from log lines: per rank, and per job both ways.
 
 Per rank: last step (and epoch), steps/s measured from when steps arrived, printed
-samples/s (img/sec, samples/s), printed it/s, loss. Per job, side by side: the sum of
+samples/s (img/sec, samples/s), printed it/s or steps/s, loss. Per job, side by side: the sum of
 every rank's counter (Horovod style: each rank runs its share of the steps) and rank
 0's counter (DDP style), aggregate samples/s, and the slowest rank with its lag.
 
@@ -47,9 +47,14 @@ DEFAULT_SAMPLES_PATTERNS: tuple[str, ...] = (
     # "1234.5 samples/s", "99 img/sec"
     r"(?P<value>" + _NUM + r")[ \t]*(?:samples|imgs?|images|examples)[ \t]*/[ \t]*s(?:ec)?\b",
 )
-DEFAULT_RATE_PATTERNS: tuple[str, ...] = (  # tqdm and HF trainers
+_STEPS_PER_S = r"(?:global[_ ])?steps?[ \t]*/[ \t]*s(?:ec)?\b"
+DEFAULT_RATE_PATTERNS: tuple[str, ...] = (
+    # tqdm and HF trainers
     r"(?P<value>" + _NUM + r")[ \t]*(?P<unit>it/s)\b",
     r"(?P<value>" + _NUM + r")[ \t]*(?P<unit>s/it)\b",
+    # the bundled examples' "steps/s 12.5", TF's "global_step/sec: 3.2", "12.5 steps/s"
+    r"\b" + _STEPS_PER_S + _SEP + r"(?P<value>" + _NUM + r")",
+    r"(?P<value>" + _NUM + r")[ \t]*" + _STEPS_PER_S,
 )
 DEFAULT_LOSS_PATTERNS: tuple[str, ...] = (r"\bloss" + _SEP + r"(?P<value>" + _NUM + r")",)
 
@@ -63,6 +68,8 @@ _HINTS: dict[str, str] = dict(
     DEFAULT_SAMPLES_PATTERNS[1]: "/s",
     DEFAULT_RATE_PATTERNS[0]: "it/s",
     DEFAULT_RATE_PATTERNS[1]: "s/it",
+    DEFAULT_RATE_PATTERNS[2]: "/s",
+    DEFAULT_RATE_PATTERNS[3]: "/s",
     DEFAULT_LOSS_PATTERNS[0]: "loss",
 }
 
@@ -102,7 +109,7 @@ class RankSteps:
     step: int | None
     epoch: int | None
     total: int | None
-    steps_per_s: float | None  # measured from step arrivals; else printed it/s
+    steps_per_s: float | None  # measured from step arrivals; else as printed
     samples_per_s: float | None  # as printed by the trainer
     loss: float | None
     last_line_at: float | None  # when any line of this rank last arrived
@@ -191,9 +198,9 @@ class StepTracker:
         hit = _last_match(self._rate, texts)
         if hit is not None:
             value = float(hit[1]["value"])
-            state.printed_rate = (
-                value if hit[1]["unit"].lower() == "it/s" else (1.0 / value if value > 0 else None)
-            )
+            # Only "s/it" is seconds per step; "it/s" and "steps/s" are already a rate.
+            inverse = (hit[1].groupdict().get("unit") or "").lower() == "s/it"
+            state.printed_rate = (1.0 / value if value > 0 else None) if inverse else value
 
     def _record_step(
         self, state: _RankState, step: int, epoch: int | None, total: int | None, at: float

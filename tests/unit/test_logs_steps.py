@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from console.jobs.models import LogFile, RankLaunch
 from console.logs.buffer import Gap, LogStore, Shown, compile_search, filter_with_context
 from console.logs.models import LogLine
+from console.logs.prefixes import attribute, context_for
 from console.logs.stalls import StallConfig, find_stalls
 from console.logs.steps import StepPatterns, StepTracker, gpu_util_by_rank
 
@@ -146,3 +155,92 @@ def test_search_and_filter_with_context() -> None:
     assert all(isinstance(p, Shown) for p in filter_with_context(lines, "l", context=2))
     with pytest.raises(ValueError, match="invalid regular expression"):
         compile_search("(unclosed")
+
+
+def test_printed_steps_per_second_forms() -> None:
+    tracker = StepTracker()
+    tracker.feed([line(0, "rank 0 step 3/20 loss 0.5 samples/s 2890.2 steps/s 90.32")])
+    tracker.feed([line(1, "global_step/sec: 3.25")])
+    tracker.feed([line(2, "step 9 12.5 steps/s")])
+    rates = [r.steps_per_s for r in tracker.ranks()]
+    assert rates == [pytest.approx(90.32), pytest.approx(3.25), pytest.approx(12.5)]
+    r0 = tracker.rank(0)
+    assert r0 is not None and (r0.step, r0.total, r0.samples_per_s) == (3, 20, 2890.2)
+
+
+# -- the bundled examples, run for real: what they print is what the parser reads -------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "console" / "examples"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ps_example_output(workers: int, steps: int) -> list[str]:
+    """stdout of each worker of the PS example (one ps task), run here on loopback."""
+    cluster = {
+        "ps": [f"127.0.0.1:{_free_port()}"],
+        "worker": [f"127.0.0.1:{_free_port()}" for _ in range(workers)],
+    }
+    program = [sys.executable, str(EXAMPLES / "ps_train.py"), "--steps", str(steps)]
+
+    def env(kind: str, index: int) -> dict[str, str]:
+        config = {"cluster": cluster, "task": {"type": kind, "index": index}}
+        return dict(os.environ, TF_CONFIG=json.dumps(config))
+
+    ps = subprocess.Popen(program, env=env("ps", 0), stdout=subprocess.DEVNULL)
+    try:
+        runs = [
+            subprocess.Popen(program, env=env("worker", i), stdout=subprocess.PIPE, text=True)
+            for i in range(workers)
+        ]
+        outputs = [run.communicate(timeout=60)[0] for run in runs]
+        assert all(run.returncode == 0 for run in runs)
+    finally:
+        ps.terminate()
+        ps.wait(timeout=10)
+    return outputs
+
+
+def test_ps_example_output_gives_steps_per_second_and_lag() -> None:
+    outputs = _ps_example_output(workers=2, steps=6)
+    assert "worker 0 step 6/6 loss" in outputs[0]
+    tracker = StepTracker()
+    # A fast job's lines all arrive in one batch: no rate can be measured from arrival
+    # times, so the rate must come from what the example prints.
+    tracker.feed(
+        [
+            LogLine("job", "node0", None, None, "stdout", text, 5.0, "worker", index)
+            for index, out in enumerate(outputs)
+            for text in out.splitlines()
+        ]
+    )
+    ranks = tracker.ranks()
+    assert [r.step for r in ranks] == [6, 6]
+    assert all(r.steps_per_s is not None and r.steps_per_s > 0 for r in ranks)
+    assert all(r.samples_per_s is not None and r.loss is not None for r in ranks)
+    job = tracker.job()
+    assert (job.total_steps, job.slowest_lag) == (6, 0)
+
+
+@pytest.mark.slow
+def test_ddp_example_under_torchrun_gives_steps_per_second() -> None:
+    torchrun = Path(sys.executable).parent / "torchrun"
+    if not torchrun.exists():
+        pytest.skip("torchrun is not installed in this venv")
+    argv = [str(torchrun), "--nproc-per-node", "2", "--tee", "3"]
+    argv += ["--master-port", str(_free_port()), str(EXAMPLES / "ddp_train.py"), "--steps", "4"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    launch = RankLaunch("node0", "torchrun", 0, ("torchrun",), {}, "~", (), (0, 1))
+    log = LogFile(path="/j/torchrun-0.out", stream="stdout", role="launcher")
+    lines = attribute(context_for("job", "node0", log, launch), proc.stdout.splitlines(), 5.0)
+    tracker = StepTracker()
+    tracker.feed(lines)
+    ranks = tracker.ranks()
+    assert [(r.key, r.step, r.total) for r in ranks] == [(0, 4, 4), (1, 4, 4)]
+    assert all(r.steps_per_s is not None and r.steps_per_s > 0 for r in ranks)

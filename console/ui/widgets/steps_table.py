@@ -48,7 +48,7 @@ class StepsTable(DataTable[Text]):
             rows.append((
                 plain(rank_label(r.key)), plain(r.host), plain("" if r.step is None else r.step),
                 _fig(r.steps_per_s, 2), _fig(r.samples_per_s), _fig(r.loss, 4),
-                plain(lag or ""),
+                plain("" if lag is None else lag),  # 0 is a reading: in step with the furthest
                 Text("stalled", style="bold red") if r.key in stalled else plain(""),
             ))  # fmt: skip
         labels = [row[0].plain for row in rows]
