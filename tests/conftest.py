@@ -6,19 +6,22 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 # Test modules import the fixture's types as ``from sshd_cluster import SshdCluster``.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from scripted_ssh import ScriptedSshServer
 from sshd_cluster import (
     BlackHole,
     SshdCluster,
     black_hole_socket,
     unavailable_reason,
 )
+
+if TYPE_CHECKING:
+    from scripted_ssh import ScriptedSshServer
 
 
 @pytest.fixture
@@ -56,6 +59,8 @@ async def scripted_ssh(
 ) -> AsyncIterator[Callable[..., Awaitable[ScriptedSshServer]]]:
     """Factory: ``server = await scripted_ssh(name="node0")`` starts a SCRIPTED in-process
     asyncssh server (tests/scripted_ssh.py; no root, no OpenSSH); closed after the test."""
+    from scripted_ssh import ScriptedSshServer  # asyncssh and console only when used
+
     servers: list[ScriptedSshServer] = []
 
     async def make(name: str = "node0") -> ScriptedSshServer:

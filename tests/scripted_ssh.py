@@ -94,7 +94,7 @@ class ScriptedSession:
         self.channel.exit_with_signal(name)
 
     def drop(self) -> None:
-        """The host vanishes: the whole connection is aborted, no close on the wire."""
+        """The host vanishes: the connection is aborted, no SSH disconnect message."""
         self.record.outcome = "dropped"
         self.conn.abort()
 
