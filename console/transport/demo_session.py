@@ -56,6 +56,7 @@ class Session:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.node.cluster.adopt(proc)
+        self._deliver_signals_at_once(proc.pid)
         stdin_t, stdin_p = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(in_w, "wb", 0)
         )
@@ -86,6 +87,17 @@ class Session:
             # Closing our pipe ends is all a dropped session does to the process.
             for transport in (stdin_t, out_t, err_t):
                 transport.close()
+
+    def _deliver_signals_at_once(self, pid: int) -> None:
+        # asyncssh queues a channel signal behind stdin's data (the next read raises it),
+        # so one sent after stdin's EOF (run() closes stdin, then a timeout sends KILL)
+        # would never be read. sshd delivers it on arrival: so does this, through the
+        # session's own signal_received callback. Signals queued before this point are
+        # still read from stdin by _feed_stdin.
+        def received(name: str) -> None:
+            _signal_group(pid, getattr(signal, f"SIG{name}", None))
+
+        self.process.signal_received = received  # type: ignore[method-assign,assignment]
 
     async def _feed_stdin(self, stdin: asyncio.StreamWriter, pid: int) -> None:
         while True:

@@ -306,3 +306,17 @@ async def test_stop_host_can_power_off_only_that_hosts_processes() -> None:
         with pytest.raises(ProcessLookupError):
             os.kill(pids["node0"], 0)
         os.kill(pids["node1"], 0)  # the other host's job is untouched
+
+
+async def test_a_signal_after_stdin_eof_still_reaches_the_process() -> None:
+    """As with sshd: a client that closed stdin (run() does) can still KILL the command."""
+    async with DemoCluster(1) as cluster:
+        host = load(cluster.inventory_path).hosts[0]
+        async with _connect(host) as conn:
+            process = await conn.create_process("echo started; exec sleep 60")
+            assert (await process.stdout.readline()) == "started\n"
+            process.stdin.write_eof()
+            await asyncio.sleep(0.1)
+            process.send_signal("KILL")
+            await asyncio.wait_for(process.wait_closed(), 5)
+        assert process.exit_signal is not None and process.exit_signal[0] == "KILL"
