@@ -26,12 +26,6 @@ def alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DEFECT (demo.py): _Session._feed_stdin stops reading at stdin EOF, so a channel "
-    "signal sent after it (run() closes stdin first; a timeout then sends KILL) never "
-    "reaches the process: timed-out commands keep running on demo hosts",
-)
 async def test_timed_out_command_is_killed_on_a_demo_host(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     async with (
