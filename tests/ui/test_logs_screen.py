@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import DataTable, RichLog
+from textual.widgets import DataTable
 from ui_fixtures import FROZEN_NOW
 
 from console.inventory import Host, Inventory
@@ -19,6 +19,7 @@ from console.jobs.spec import make_spec
 from console.logs.models import LogBatch, LogLine
 from console.ui.app import DistConsoleApp
 from console.ui.screens.logs import ChooseRanks, LogsScreen
+from console.ui.widgets.log_view import LazyLogView
 
 INVENTORY = Inventory(
     path="/srv/hosts.yaml",
@@ -120,7 +121,7 @@ async def test_follow_pause_first_error_wrap_and_steps() -> None:
         await pilot.pause()
         assert screen.shown_text()[screen.error_index] == "node1 r3| RuntimeError: [boom]"
         assert not screen.following
-        view = screen.query_one("#log-view", RichLog)
+        view = screen.query_one("#log-view", LazyLogView)
         await pilot.press("w")
         assert view.wrap
         screen._refresh_steps()

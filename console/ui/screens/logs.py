@@ -1,11 +1,11 @@
 """A job's logs: every rank live with a host/rank prefix, rank choice, search, filter with
-context, follow/pause, first error, wrap, save; a steps panel per rank.
+context, follow/pause, first error, wrap, save; a steps table per rank (hidden with ``s``).
 
 A worker follows the job's files on its hosts and puts batches in an inbox; the screen
 takes everything waiting at once. The store keeps the last N lines per rank; the view
 renders at most ``settings.log_view_lines`` of them (everything stays on the hosts'
-disks). The steps panel is :mod:`console.ui.widgets.steps_table`, the rank chooser
-:mod:`console.ui.screens.choose_ranks`.
+disks). The steps table is :mod:`console.ui.widgets.steps_table`, the summary line
+:mod:`console.ui.widgets.logs_summary`, the rank chooser :mod:`console.ui.screens.choose_ranks`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, RichLog, Static
+from textual.widgets import Footer, Header, Input
 
 from console.display import gap_text, log_line_text
 from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
-from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key, rank_label
+from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key
 from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
 from console.ui.inbox import Inbox
@@ -34,7 +34,8 @@ from console.ui.log_render import prefix_width, render_lines
 from console.ui.screens.choose_ranks import ChooseRanks
 from console.ui.services import Services
 from console.ui.widgets.log_view import LazyLogView
-from console.ui.widgets.steps_table import StepsTable, steps_reading
+from console.ui.widgets.logs_summary import LogsSummary, summary_parts
+from console.ui.widgets.steps_table import StepsTable, job_gpu_util, steps_reading
 
 __all__ = ["ChooseRanks", "LogsScreen", "steps_reading"]
 
@@ -44,8 +45,13 @@ class LogBatchesArrived(Message):
 
 
 class LogsScreen(Screen[None]):
+    # The logs are a screen on top of the jobs screen: q, Esc and j go back to it (q would
+    # otherwise quit the app, j would find the jobs mode already current and stay here).
     BINDINGS = [
-        Binding("escape", "back", "Back"),
+        Binding("q", "back", "Back"),
+        Binding("escape", "back", "Back", show=False),
+        Binding("j", "back", "Jobs"),
+        Binding("s", "steps_table", "Steps table"),
         Binding("r", "ranks", "Ranks"),
         Binding("slash", "search", "Search", key_display="/"),
         Binding("n", "next_match", "Next match"),
@@ -55,6 +61,23 @@ class LogsScreen(Screen[None]):
         Binding("w", "wrap", "Wrap"),
         Binding("ctrl+s", "save", "Save"),
     ]
+    # Side by side the steps table takes 62 columns: under 140 it goes below the log.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    DEFAULT_CSS = """
+    LogsScreen.-narrow #logs-body {
+        layout: vertical;
+    }
+    LogsScreen #steps-table {
+        height: auto;
+    }
+    LogsScreen.-narrow #steps-table {
+        width: 1fr;
+        max-height: 40%;
+    }
+    LogsScreen.-narrow #log-view {
+        height: 1fr;
+    }
+    """
 
     def __init__(
         self,
@@ -90,26 +113,25 @@ class LogsScreen(Screen[None]):
         self._width = 8
         self._progress: JobProgress | None = None
         self._stalled: dict[RankKey, Stall] = {}
-        self._summary_text: str | None = None
         self.focus_index: int | None = None
         self.error_index: int | None = None
         self.saved_to: Path | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("", id="logs-summary", markup=False)
+        yield LogsSummary(id="logs-summary")
         yield Input(placeholder="search (regular expression, Enter applies, Esc clears)",
                     id="log-search")  # fmt: skip
         with Horizontal(id="logs-body"):
-            yield LazyLogView(id="log-view", max_lines=self.view_lines, wrap=False, markup=False)
+            yield LazyLogView(id="log-view", max_lines=self.view_lines)
             yield StepsTable(id="steps-table")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#log-view", RichLog).focus()
+        self.view.focus()
         # The view renders with this screen's prefixes from the first line on; lines that
         # arrive before any rebuild (same prefix width) were shown as LogLine(...) reprs.
-        self.view.show([], self._render_item, self._measure_item)
+        self._show([])
         self.set_interval(self.services.settings.refresh_s, self._refresh_steps)
         if self._follow_hosts:
             self._follow()
@@ -173,6 +195,10 @@ class LogsScreen(Screen[None]):
         line = item.line if isinstance(item, Shown) else item
         return self._width + 3 + (len(line.text) if isinstance(line, LogLine) else 24)
 
+    def _show(self, items: Sequence[LogLine | Shown | Gap]) -> None:
+        # Wrapped rows continue under the text: the prefix, a space and "│ ".
+        self.view.show(items, self._render_item, self._measure_item, indent=self._width + 3)
+
     def _append(self, lines: Sequence[LogLine], skipped: int = 0) -> None:
         """Append to the view; ``skipped`` lines before these (a firehose) show as a gap
         (they are in the store: pausing with ``f`` shows them)."""
@@ -215,7 +241,7 @@ class LogsScreen(Screen[None]):
                 if isinstance(line, LogLine) and self.search.search(line.text):
                     self.matches.append(i)
         view = self.view
-        view.show(self.shown, self._render_item, self._measure_item)
+        self._show(self.shown)
         if focus is not None:
             self._scroll_view_to(focus)
         elif self.following:
@@ -223,8 +249,7 @@ class LogsScreen(Screen[None]):
 
     def _scroll_view_to(self, index: int) -> None:
         view = self.view
-        # RichLog renders one row per line without wrap; with wrap this lands near it.
-        view.scroll_to(y=max(0, index - 3), animate=False, immediate=True)
+        view.scroll_to(y=max(0, view.row_of(index) - 3), animate=False, immediate=True)
 
     def shown_text(self) -> list[str]:
         """What the view shows as plain lines, as ``distconsole logs`` prints them."""
@@ -238,21 +263,15 @@ class LogsScreen(Screen[None]):
 
     # -- panels --------------------------------------------------------------------------
 
-    def _gpu_util(self) -> dict[RankKey, float]:
-        """GPU utilization per rank of this job, from the store's latest samples."""
-        util: dict[RankKey, float] = {}
-        for view in self.services.store.views.values():
-            for gpu in view.sample.gpus if view.sample else ():
-                for p in gpu.processes:
-                    ours = p.job == self.plan.job_id and p.rank is not None
-                    if ours and gpu.utilization_gpu is not None and p.rank is not None:
-                        util[p.rank] = gpu.utilization_gpu
-        return util
-
     def _refresh_steps(self) -> None:
         ranks = self.steps.ranks()
         now = self.services.clock()
-        self._stalled = {s.key: s for s in find_stalls(ranks, now, self._gpu_util())}
+        self._stalled = {
+            s.key: s
+            for s in find_stalls(
+                ranks, now, job_gpu_util(self.services.store.views.values(), self.plan.job_id)
+            )
+        }
         self._progress = self.steps.job(self.plan.total_steps)
         self.query_one("#steps-table", StepsTable).show(ranks, self._stalled)
         self._summary()
@@ -260,39 +279,20 @@ class LogsScreen(Screen[None]):
     def _summary(self) -> None:
         if not self.query("#logs-summary"):
             return
-        parts = [
-            f"job {self.plan.job_id}",
-            f"{self.store.total_received} lines",
-            "following" if self.following else "PAUSED (f follows)",
-        ]
-        progress = self._progress
-        if progress is not None and any(r.step is not None for r in progress.ranks):
-            parts.append(steps_reading(progress, split_total=self.plan.total_steps is not None))
-            if progress.samples_per_s is not None:
-                parts.append(f"{progress.samples_per_s:.1f} samples/s")
-            if progress.slowest is not None and progress.slowest_lag:
-                parts.append(f"slowest {rank_label(progress.slowest)} -{progress.slowest_lag}")
-        stalled = self._stalled
-        if stalled:
-            parts.append("STALLED: " + ", ".join(rank_label(k) for k in stalled))
-        if self.ranks is not None:
-            parts.append("ranks " + ",".join(rank_label(k) for k in self.ranks))
-        if self.search is not None:
-            parts.append(f"/{self.search.pattern}/ {len(self.matches)} matches")
-        if self.filter_mode:
-            parts.append(f"matching only (±{self.context_lines})")
-        if self.notes:
-            parts.append(self.notes[-1])
-        text = "  ·  ".join(parts)
-        summary = self.query_one("#logs-summary", Static)
-        # Updated with every batch: a layout (the whole screen, steps table included) only
-        # when the line may wrap differently, else a repaint of this line alone.
-        width = max(1, summary.content_size.width)
-        old = self._summary_text
-        same_rows = old is not None and len(old) // width == len(text) // width
-        if text != old:
-            summary.update(text, layout=not same_rows)
-            self._summary_text = text
+        parts = summary_parts(
+            job_id=self.plan.job_id,
+            received=self.store.total_received,
+            following=self.following,
+            progress=self._progress,
+            split_total=self.plan.total_steps is not None,
+            stalled=self._stalled,
+            ranks=self.ranks,
+            search=self.search,
+            matches=len(self.matches),
+            filter_context=self.context_lines if self.filter_mode else None,
+            note=self.notes[-1] if self.notes else None,
+        )
+        self.query_one("#logs-summary", LogsSummary).say(parts)
 
     # -- actions -------------------------------------------------------------------------
 
@@ -303,6 +303,10 @@ class LogsScreen(Screen[None]):
             self.view.focus()
             return
         self.dismiss(None)
+
+    def action_steps_table(self) -> None:
+        table = self.query_one("#steps-table", StepsTable)
+        table.display = not table.display
 
     def action_ranks(self) -> None:
         def chosen(keys: list[RankKey] | None) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -10,6 +10,7 @@ from textual.widgets import DataTable
 
 from console.logs.models import RankKey, rank_label
 from console.logs.steps import JobProgress, RankSteps
+from console.probe.models import HostView
 from console.ui.formatting import plain
 
 STEP_COLUMNS = ("Rank", "Host", "Step", "Steps/s", "Samples/s", "Loss", "Lag", "")
@@ -26,6 +27,17 @@ def steps_reading(progress: JobProgress, *, split_total: bool) -> str:
     if rank0 is None:
         return f"steps: sum {progress.sum_steps}"
     return f"steps: {rank0}{total} · sum {progress.sum_steps}"
+
+
+def job_gpu_util(views: Iterable[HostView], job_id: str) -> dict[RankKey, float]:
+    """GPU utilization per rank of a job, from the latest samples (for the stall check)."""
+    util: dict[RankKey, float] = {}
+    for view in views:
+        for gpu in view.sample.gpus if view.sample else ():
+            for p in gpu.processes:
+                if p.job == job_id and p.rank is not None and gpu.utilization_gpu is not None:
+                    util[p.rank] = gpu.utilization_gpu
+    return util
 
 
 def _fig(value: Any, digits: int = 1) -> Text:
