@@ -147,7 +147,7 @@ async def watch(runner: JobRunner, job: Job) -> int:
 def report_end(job: Job) -> int:
     if job.state is JobState.SUCCEEDED:
         say(f"job {job.id} succeeded")
-    elif job.stopped_elsewhere:
+    elif job.state is JobState.STOPPED and job.stopped_elsewhere:
         say(f"job {job.id} was stopped (by `distconsole stop` or another console)")
     else:
         say(f"job {job.id} {job.state.value}")

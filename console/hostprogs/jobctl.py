@@ -24,6 +24,7 @@ line per record. The job directory's file names (``NAME.pgid``, ``.machine``, ``
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -181,8 +182,21 @@ def op_start(args: dict[str, Any]) -> None:
 
 def process_report(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
     report = _process_state(job_dir, name, pgid, alive)
-    if not report.get("running") and os.path.exists(os.path.join(job_dir, STOP_REQUESTED)):
-        report["stop_requested"] = True
+    if report.get("exit") is not None:
+        # When it ended (the wrapper writes the file as its process exits): with several
+        # failures, the earliest is the cause and the others its consequences.
+        with contextlib.suppress(OSError):
+            report["ended_at"] = os.stat(os.path.join(job_dir, name + EXIT_SUFFIX)).st_mtime
+    if not report.get("running"):
+        try:
+            asked = os.stat(os.path.join(job_dir, STOP_REQUESTED)).st_mtime
+        except OSError:
+            asked = None
+        # Only what ended after the stop was asked ended because of it; a crash before
+        # it stays a failure even when it is reported later.
+        ended = report.get("ended_at")
+        if asked is not None and (ended is None or ended >= asked):
+            report["stop_requested"] = True
     return report
 
 

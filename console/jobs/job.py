@@ -25,6 +25,7 @@ class ProcessInfo:
     ended: bool = False
     exit_status: int | None = None  # None once ended: it vanished without recording one
     note: str = ""
+    ended_at: float | None = None  # the host's clock when it ended, when recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,7 @@ class JobFailure:
     reason: str
     tail: tuple[str, ...] = ()
     first_error: tuple[str, ...] = ()  # the cause, before the launcher's own report
+    ended_at: float | None = None
 
     def describe(self) -> str:
         who = f"{self.host} {self.process}"

@@ -33,6 +33,7 @@ class ProcessReport:
     missing: bool = False  # no pgid file: it never started
     gone: bool = False  # its group vanished without writing an exit status
     stop_requested: bool = False  # ended after someone asked for the job to stop
+    ended_at: float | None = None  # the host's clock when it ended (its exit file's mtime)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ProcessReport:
@@ -44,6 +45,9 @@ class ProcessReport:
             missing=bool(raw.get("missing")),
             gone=bool(raw.get("gone")),
             stop_requested=bool(raw.get("stop_requested")),
+            ended_at=float(raw["ended_at"])
+            if isinstance(raw.get("ended_at"), int | float)
+            else None,
         )
 
 

@@ -99,9 +99,11 @@ class JobWatch(JobControl):
         info.ended = True
         info.running = False
         info.exit_status = report.exit_status
+        info.ended_at = report.ended_at
         if report.stop_requested:
-            job.stopped_elsewhere = True
             info.note = "stopped"
+            if not job.stopping:  # not this console's own stop
+                job.stopped_elsewhere = True
         elif report.missing:
             info.note = "never started (no process group recorded)"
         elif info.exit_status is None:
@@ -116,6 +118,10 @@ class JobWatch(JobControl):
             return
         everything_ended = all(p.ended for p in job.processes.values())
         if job.stopping:
+            if _failed_earlier(info, job.failure) and not job.stopped_elsewhere:
+                # Reported later but ended first: the other failure was its consequence
+                # (a peer's collective broke), so this one is the job's cause.
+                job.failure = await self._failure(job, info)
             return
         if job.stopped_elsewhere:
             if everything_ended:
@@ -155,5 +161,20 @@ class JobWatch(JobControl):
         if set(cause) <= set(tail):
             cause = ()  # the last lines already show it
         return JobFailure(
-            info.host, info.name, info.launch.ranks, info.exit_status, info.note, tail, cause
+            info.host,
+            info.name,
+            info.launch.ranks,
+            info.exit_status,
+            info.note,
+            tail,
+            cause,
+            info.ended_at,
         )
+
+
+def _failed_earlier(info: ProcessInfo, failure: JobFailure | None) -> bool:
+    if failure is None or info.exit_status in (0, None) or info.note == "stopped":
+        return False
+    if info.ended_at is None or failure.ended_at is None:
+        return False
+    return info.ended_at < failure.ended_at

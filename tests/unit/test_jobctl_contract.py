@@ -5,6 +5,7 @@ be imported, so it spells the job directory's file names itself: they must be th
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,12 +57,21 @@ def test_real_runs_decode_into_typed_reports(tmp_path: Path) -> None:
     assert 0 < port < 65536
     (tmp_path / "worker-0.exit").write_text("3\n")
     (tmp_path / "worker-0.pgid").write_text("999999\n")
+    os.utime(tmp_path / "worker-0.exit", (1_700_000_000.5, 1_700_000_000.5))
     args = {"job_id": "j", "job_dir": str(tmp_path), "names": ["worker-0", "ps-0"]}
     found = reports.inspected(reports.one_shot("h", "inspect", _run("inspect", args)))
     assert found.processes == (
-        reports.ProcessReport("worker-0", exit_status=3, pgid=999999),
+        reports.ProcessReport("worker-0", exit_status=3, pgid=999999, ended_at=1_700_000_000.5),
         reports.ProcessReport("ps-0", missing=True),
     )
+    # once a stop was asked for, what ends after it reads as stopped (not as a failure);
+    # what had ended before it stays as it was
+    (tmp_path / paths.STOP_REQUESTED).write_text("1\n")
+    found = reports.inspected(reports.one_shot("h", "inspect", _run("inspect", args)))
+    assert [p.stop_requested for p in found.processes] == [False, True]
+    os.utime(tmp_path / paths.STOP_REQUESTED, (1_700_000_000.0, 1_700_000_000.0))
+    found = reports.inspected(reports.one_shot("h", "inspect", _run("inspect", args)))
+    assert [p.stop_requested for p in found.processes] == [True, True]
 
 
 def test_a_helper_of_another_version_is_refused() -> None:
