@@ -1,11 +1,14 @@
 """The cluster screen: one GPU panel per host, live; filter, attention view, host detail.
 
 Host views live in the app's store; the app hands this screen each batch that changed.
+A host without a sample says what its connection says (state, since when, why): those
+statuses come from the store too, handed down with :meth:`apply_statuses` or picked up
+by the screen's once-a-second refresh.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -16,9 +19,11 @@ from textual.widgets import Footer, Header, Input, Static
 
 from console.inventory import Host
 from console.probe.models import HostView
+from console.transport.base import HostStatus
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts, host_needs_attention
 from console.ui.services import Services
-from console.ui.widgets.gpu_panel import HostPanel
+from console.ui.widgets.gpu_columns import GpuColumnsHeader
+from console.ui.widgets.gpu_panel import HostPanel, short_gpu_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +67,12 @@ def matches(host: Host, query: str) -> bool:
 
 
 class ClusterScreen(Screen[None]):
+    DEFAULT_CSS = """
+    ClusterScreen #no-match {
+        padding: 1 2;
+        color: $warning;
+    }
+    """
     BINDINGS = [
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("a", "toggle_attention", "Attention"),
@@ -82,6 +93,7 @@ class ClusterScreen(Screen[None]):
         self.attention_only = False
         self._panels: dict[str, HostPanel] = {}
         self._stats: dict[str, ClusterTotals] = {}
+        self._longest_name = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -89,7 +101,9 @@ class ClusterScreen(Screen[None]):
             placeholder="filter hosts by name or tag (Enter keeps, Esc clears)", id="filter"
         )
         yield Static(self._summary(), id="cluster-summary", markup=False)
+        yield GpuColumnsHeader(id="gpu-columns")
         with VerticalScroll(id="panels"):
+            yield Static("", id="no-match", markup=False)
             for host in self.inventory.hosts:
                 panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
                 self._panels[host.name] = panel
@@ -101,8 +115,12 @@ class ClusterScreen(Screen[None]):
         return self.services.store.views
 
     def on_mount(self) -> None:
+        self.query_one("#no-match", Static).display = False
+        for panel in self._panels.values():
+            panel.set_name_width(self._longest_name)
         if self.views:  # arrived before the panels existed
             self.apply_views(dict(self.views))
+        self._take_statuses(self.services.store.statuses.values())
         self.set_interval(self.services.settings.refresh_s, self._refresh_ages)
         self.call_after_refresh(self._focus_first_panel)
 
@@ -110,10 +128,19 @@ class ClusterScreen(Screen[None]):
 
     def apply_views(self, batch: Mapping[str, HostView]) -> None:
         """A batch of host views (only the hosts that changed; already in the store)."""
+        longest = self._longest_name
         for name, view in batch.items():
             self._stats[name] = ClusterTotals.of(view, self.thresholds)
+            for gpu in view.sample.gpus if view.sample else ():
+                longest = max(longest, len(short_gpu_name(gpu.name)))
         if not self._panels or not self.is_mounted:
+            self._longest_name = longest
             return
+        if longest != self._longest_name:
+            # Every panel's columns line up under one header: a longer name widens all.
+            self._longest_name = longest
+            for each in self._panels.values():
+                each.set_name_width(longest)
         for name, view in batch.items():
             panel = self._panels.get(name)
             if panel is not None:
@@ -122,6 +149,20 @@ class ClusterScreen(Screen[None]):
             self._apply_visibility()  # which hosts need attention may have changed
         self._show_summary()
 
+    def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
+        """Connection statuses that changed (already in the store)."""
+        if self.is_mounted:
+            self._take_statuses(statuses)
+
+    def _take_statuses(self, statuses: Iterable[HostStatus]) -> None:
+        for status in statuses:
+            panel = self._panels.get(status.name)
+            if panel is not None:
+                panel.set_status(status)
+
+    def on_host_panel_columns_changed(self, message: HostPanel.ColumnsChanged) -> None:
+        self.query_one("#gpu-columns", GpuColumnsHeader).show(message.columns)
+
     def _show_summary(self) -> None:
         # One fixed-height line: no layout needed, only a repaint.
         self.query_one("#cluster-summary", Static).update(self._summary(), layout=False)
@@ -129,9 +170,14 @@ class ClusterScreen(Screen[None]):
     def _refresh_ages(self) -> None:
         # Down hosts say how long ago they were last seen; that text ages by itself.
         # Only panels in view: an off-screen one catches up within a second of showing.
-        for panel in self._panels.values():
+        statuses = self.services.store.statuses
+        for name, panel in self._panels.items():
             view = panel.view
-            if view is not None and not view.live and panel.in_view():
+            if view is None or view.sample is None:
+                panel.set_status(statuses.get(name))
+                if panel.in_view():
+                    panel.refresh()
+            elif not view.live and panel.in_view():
                 panel.watch_view(view)
 
     # -- visibility ----------------------------------------------------------------------
@@ -151,6 +197,23 @@ class ClusterScreen(Screen[None]):
                 panel.display = shown
             if panel.attention_only != self.attention_only:
                 panel.attention_only = self.attention_only
+        self._show_no_match()
+
+    def _show_no_match(self) -> None:
+        """An explicit line when the filter or the attention view leaves no host."""
+        line = self.query_one("#no-match", Static)
+        empty = not any(p.display for p in self._panels.values())
+        if empty:
+            query = self.query_text.strip()
+            if query and self.attention_only:
+                text = f"no host matches {query!r} and needs attention (a: every host)"
+            elif query:
+                text = f"no host matches {query!r} (Esc clears the filter)"
+            else:
+                text = "no host needs attention (a: every host)"
+            line.update(text)
+        if line.display != empty:
+            line.display = empty
 
     def visible_hosts(self) -> list[str]:
         return [name for name, panel in self._panels.items() if panel.display]

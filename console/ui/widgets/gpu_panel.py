@@ -12,7 +12,9 @@ from collections.abc import Callable
 from rich.text import Text
 from textual.content import Content
 from textual.dom import NoScreen
+from textual.events import Resize
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
@@ -23,8 +25,8 @@ from textual.widget import Widget
 from console import display
 from console.display import NOT_REPORTED
 from console.inventory import Host
-from console.probe.models import GpuProcess, GpuSample, HostSample, HostView
-from console.transport.base import HostState
+from console.probe.models import GpuSample, HostView
+from console.transport.base import HostState, HostStatus
 from console.ui.attention import (
     DEFAULT_THRESHOLDS,
     Thresholds,
@@ -32,86 +34,21 @@ from console.ui.attention import (
     host_needs_attention,
 )
 from console.ui.theming import state_colour
+from console.ui.widgets.gpu_columns import DEFAULT_COLUMNS, HISTORY, GpuColumns, no_sample_note
+from console.ui.widgets.gpu_text import (
+    bar,
+    gib,
+    host_figures,
+    line_of,
+    one_line,
+    process_label,
+    short_gpu_name,
+    sparkline,
+)
 
-HISTORY = 16  # samples of utilization kept per GPU for the sparkline
 MAX_PROCESS_LINES = 4
-BAR = 10
-SPARK = " ▁▂▃▄▅▆▇█"
 
-
-def bar(fraction: float | None, width: int = BAR) -> str:
-    if fraction is None:
-        return "·" * width
-    filled = round(max(0.0, min(1.0, fraction)) * width)
-    return "█" * filled + "░" * (width - filled)
-
-
-def sparkline(values: deque[float | None] | list[float | None], width: int = HISTORY) -> str:
-    shown = list(values)[-width:]
-    chars = [
-        " " if v is None else SPARK[1 + min(7, int(max(0.0, v) / 100 * 8 - 1e-9))] for v in shown
-    ]
-    return "".join(chars).rjust(width)
-
-
-def gib(mib: float | None) -> str:
-    return NOT_REPORTED if mib is None else f"{mib / 1024:.1f}"
-
-
-def short_gpu_name(name: str | None) -> str:
-    if not name:
-        return NOT_REPORTED
-    return name.removeprefix("NVIDIA ").removeprefix("Tesla ")
-
-
-def process_label(p: GpuProcess) -> str:
-    if p.job:
-        rank = f" r{p.rank}" if p.rank is not None else ""
-        return f"{p.job}{rank}"
-    command = (p.command or "").split(" ")[0].rsplit("/", 1)[-1]
-    return f"pid {p.pid}" + (f" {command}" if command else "")
-
-
-def rate(value: float | None) -> str:
-    """Bytes/s as a short figure: 1.2M, 340K."""
-    if value is None:
-        return NOT_REPORTED
-    for unit, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
-        if value >= size:
-            return f"{value / size:.1f}{unit}"
-    return f"{value:.0f}"
-
-
-def host_figures(sample: HostSample) -> str:
-    """The host line of a panel; a figure the host does not report reads "n/r"."""
-    cpu = NOT_REPORTED if sample.cpu_percent is None else f"{sample.cpu_percent:.0f}%"
-    cores = f" of {sample.cpu_count}" if sample.cpu_count else ""
-    load = NOT_REPORTED if sample.load_1m is None else f"{sample.load_1m:.1f}"
-    if sample.memory_used_mib is None and sample.memory_total_mib is None:
-        memory = NOT_REPORTED
-    else:
-        memory = f"{gib(sample.memory_used_mib)}/{gib(sample.memory_total_mib)}G"
-    parts = [f"cpu {cpu}{cores}", f"load {load}", f"mem {memory}"]
-    if sample.net_rx_bytes_s is None and sample.net_tx_bytes_s is None:
-        parts.append(f"net {NOT_REPORTED}")
-    else:
-        parts.append(f"net ↓{rate(sample.net_rx_bytes_s)} ↑{rate(sample.net_tx_bytes_s)}/s")
-    if sample.disk_read_bytes_s is None and sample.disk_write_bytes_s is None:
-        parts.append(f"disk {NOT_REPORTED}")
-    else:
-        parts.append(
-            f"disk r {rate(sample.disk_read_bytes_s)} w {rate(sample.disk_write_bytes_s)}/s"
-        )
-    return "  ".join(parts)
-
-
-def line_of(text: str, style: str) -> Text:
-    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
-
-
-def one_line(text: str) -> str:
-    """A line break inside a value would add a line the panel's height does not count."""
-    return " ".join(text.splitlines()) if "\n" in text or "\r" in text else text
+__all__ = ["HostPanel", "bar", "host_figures", "short_gpu_name", "sparkline"]
 
 
 class HostPanel(Widget, can_focus=True):
@@ -126,6 +63,14 @@ class HostPanel(Widget, can_focus=True):
     view: reactive[HostView | None] = reactive(None, always_update=True)
     attention_only: reactive[bool] = reactive(False)
 
+    class ColumnsChanged(Message):
+        """The panel's GPU columns changed (its width or the longest name): the header
+        above the panels follows."""
+
+        def __init__(self, columns: GpuColumns) -> None:
+            super().__init__()
+            self.columns = columns
+
     def __init__(
         self,
         host: Host,
@@ -138,6 +83,9 @@ class HostPanel(Widget, can_focus=True):
         self._clock = clock
         self.thresholds = thresholds
         self.history: dict[int, deque[float | None]] = {}
+        self.columns = DEFAULT_COLUMNS
+        self.name_width = 0  # the longest GPU name of the cluster (the screen says)
+        self.status: HostStatus | None = None  # the connection's, for a panel without sample
         self._last_sample_time: float | None = None
         self._height = 1
         self._paint_deferred = False
@@ -187,9 +135,40 @@ class HostPanel(Widget, can_focus=True):
 
     def watch_view(self, view: HostView | None) -> None:
         down = view is not None and not view.live
+        if view is None and self.status is not None:
+            down = not self.status.is_up and self.status.state is not HostState.CONNECTING
         self.set_class(down, "-down")
         self._set_titles(view)
         self._check_height()
+
+    def set_status(self, status: HostStatus | None) -> None:
+        """The host's connection status: what a panel without a sample says."""
+        if status == self.status:
+            return
+        self.status = status
+        if self.view is None or self.view.sample is None:
+            self.watch_view(self.view)
+            self.refresh()
+
+    # -- columns -------------------------------------------------------------------------
+
+    def set_name_width(self, width: int) -> None:
+        if width != self.name_width:
+            self.name_width = width
+            self._fit_columns()
+
+    def on_resize(self, _event: Resize) -> None:
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        if self.size.width <= 0:
+            return
+        columns = GpuColumns.fit(self.size.width, self.name_width)
+        if columns != self.columns:
+            self.columns = columns
+            self._rows.clear()
+            self.refresh()
+            self.post_message(self.ColumnsChanged(columns))
 
     def watch_attention_only(self, _attention_only: bool) -> None:
         self._check_height()
@@ -232,7 +211,7 @@ class HostPanel(Widget, can_focus=True):
 
     def _set_titles(self, view: HostView | None) -> None:
         tags = f" · {', '.join(self.host.tags)}" if self.host.tags else ""
-        state = view.state.value if view else HostState.CONNECTING.value
+        state = (view or self.status or HostView("", HostState.CONNECTING)).state.value
         title = f"{self.host.name} · {state}{tags}"
         if title != self.border_title:
             self.border_title = title
@@ -258,7 +237,10 @@ class HostPanel(Widget, can_focus=True):
     def lines(self) -> list[Text]:
         """The panel's lines, kept until the view, the attention view or the theme changes."""
         theme = self.app.current_theme
-        key = (self.view, self.attention_only, theme.name)
+        if self.view is None or self.view.sample is None:
+            # Says how long the host has been in its state: new each paint, never kept.
+            return self._make_lines(theme)
+        key = (self.view, self.attention_only, theme.name, self.columns)
         if self._lines is None or self._lines[0] != key:
             self._lines = (key, self._make_lines(theme))
         return self._lines[1]
@@ -266,9 +248,7 @@ class HostPanel(Widget, can_focus=True):
     def _make_lines(self, theme: Theme) -> list[Text]:
         view = self.view
         if view is None or view.sample is None:
-            reason = one_line(view.reason) if view is not None else ""
-            state = view.state.value if view is not None else "connecting"
-            note = f"{state}: {reason}" if reason else f"{state}: waiting for the first sample"
+            note = no_sample_note(view, self.status, self._clock())
             return [Text(note, style="dim", no_wrap=True, overflow="ellipsis")]
         sample = view.sample
         lines = [line_of(host_figures(sample), "dim")]
@@ -307,7 +287,7 @@ class HostPanel(Widget, can_focus=True):
         return strip
 
     def _cached_gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
-        spark = sparkline(self.history.get(gpu.index, deque()))
+        spark = sparkline(self.history.get(gpu.index, deque()), self.columns.spark)
         kept = self._rows.get(gpu.index)
         if kept is not None and kept[1] == spark and kept[2] == theme.name and kept[0] == gpu:
             return kept[3]
@@ -319,12 +299,16 @@ class HostPanel(Widget, can_focus=True):
         line = Text(no_wrap=True, overflow="ellipsis")
         util = gpu.utilization_gpu
         memory = gpu.memory_fraction
+        columns = self.columns
         line.append(f"{gpu.index:>2} ", style="bold")
-        line.append(f"{display.clip(short_gpu_name(gpu.name), 16):<16} ")
-        line.append(bar(None if util is None else util / 100), style=theme.primary or "")
+        line.append(f"{display.clip(short_gpu_name(gpu.name), columns.name):<{columns.name}} ")
+        if columns.bar:
+            fraction = None if util is None else util / 100
+            line.append(bar(fraction, columns.bar), style=theme.primary or "")
         line.append(f" {NOT_REPORTED if util is None else f'{util:.0f}%':>4}  ")
         mem_style = theme.warning if memory is not None and memory >= 0.9 else theme.secondary
-        line.append(bar(memory), style=mem_style or "")
+        if columns.bar:
+            line.append(bar(memory, columns.bar), style=mem_style or "")
         used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
         line.append(f" {used:>11}  ")
         temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
@@ -335,7 +319,7 @@ class HostPanel(Widget, can_focus=True):
         limit = NOT_REPORTED if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
         line.append(f" {draw + '/' + limit + 'W':>10} ")
         if spark is None:
-            spark = sparkline(self.history.get(gpu.index, deque()))
+            spark = sparkline(self.history.get(gpu.index, deque()), columns.spark)
         line.append(spark, style=theme.accent or "")
         # Alerts before process labels: a narrow panel cuts the labels, not the warning.
         if alerts:
