@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from console.errors import HostUnavailable, JobError, TransportError
+from console.errors import FollowError, HostUnavailable, JobError, TransportError
 from console.hostprogs import follow_program
 from console.hostprogs.ship import HostProgram, shipment
 from console.hostprogs.wire import check_hello, hello
@@ -30,6 +30,7 @@ from console.logs.frames import Data, End, Frame, Hello, Note, Position, read_fr
 from console.logs.models import FileCursor, FollowNote, LineRun, LineRuns, LogBatch
 from console.logs.prefixes import FileAttribution, FileContext, guess_context
 from console.transport.base import HostConnection, RemoteProcess
+from console.transport.streams import stderr_summary
 
 MAX_LINE = 32768  # bytes; longer lines are split into pieces (the follower does it)
 HEARTBEAT_S = 2.0
@@ -123,9 +124,16 @@ class HostLogFollower:
         try:
             await process.write(sent.stdin)
             process.write_eof()
-        except TransportError:
+        except TransportError as exc:
+            # It ended before its program was written (no python3 there): say why.
+            status = await _exit_status(process)
             process.close()
-            raise
+            if status is None:
+                raise
+            detail = stderr_summary(process) or str(exc)
+            raise FollowError(
+                self.conn.host.name, f"log follower exited with status {status}: {detail}"
+            ) from None
         self._started_once = True
         return process
 
@@ -258,9 +266,8 @@ class HostLogFollower:
                 return
             status = await _exit_status(process)
             if status not in (None, 0):
-                stderr = getattr(process, "stderr", None)
-                detail = str(stderr) if stderr is not None else ""
-                raise JobError(f"{host}: log follower exited with status {status}: {detail}")
+                detail = stderr_summary(process)
+                raise FollowError(host, f"log follower exited with status {status}: {detail}")
             self.restarts += 1
             yield LogBatch(host, (), (FollowNote(host, "", "disconnected", ""),), self.clock())
             await asyncio.sleep(self.retry_first_s)

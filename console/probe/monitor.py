@@ -22,15 +22,20 @@ from console.probe import sampler
 from console.probe.models import HostSample, HostView
 from console.transport.base import HostConnection, HostState, HostStatus, RemoteProcess
 from console.transport.pool import ClusterConnections
+from console.transport.streams import stderr_summary
 
 COMMAND_NOT_FOUND = 127
 MAX_RETRY_S = 30.0
 
 
+async def _exit_status(process: RemoteProcess) -> int | None:
+    with contextlib.suppress(TimeoutError):
+        return await asyncio.wait_for(process.wait(), 5)
+    return None
+
+
 def _stderr_tail(process: RemoteProcess) -> str:
-    tail = getattr(process, "stderr", None)
-    text = tail.text() if tail is not None and hasattr(tail, "text") else ""
-    return " ".join(text.strip().splitlines()[-3:])[:300]
+    return stderr_summary(process)
 
 
 class HostMonitor:
@@ -152,9 +157,16 @@ class HostMonitor:
         got_sample = False
         error = ""
         try:
-            if not self.use_nvsmi_loop:
-                await process.write(sampler.program_source())
-            process.write_eof()
+            try:
+                if not self.use_nvsmi_loop:
+                    await process.write(sampler.program_source())
+                process.write_eof()
+            except TransportError as exc:
+                # It ended before its program was written (the setup line failed, no
+                # python3): its exit status and stderr say why, and 127 means the
+                # nvidia-smi loop is worth a try.
+                status = await _exit_status(process)
+                return False, status, _stderr_tail(process) or str(exc)
             lines = process.lines()
             if self.use_nvsmi_loop:
                 async for sample in self._loop_samples(lines):
@@ -173,9 +185,7 @@ class HostMonitor:
                     self.warm = self.warm or got_sample  # a run's second line, or later
                     got_sample = True
                     self._accept(read)
-            exit_status = None
-            with contextlib.suppress(TimeoutError):
-                exit_status = await asyncio.wait_for(process.wait(), 5)
+            exit_status = await _exit_status(process)
         except TransportError as exc:
             return got_sample, None, str(exc)
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 
 class StderrTail:
@@ -23,3 +24,11 @@ class StderrTail:
         if self._partial:
             tail.append(self._partial)
         return "\n".join(tail)
+
+
+def stderr_summary(process: Any, lines: int = 3, limit: int = 300) -> str:
+    """The last ``lines`` of what a started process wrote to stderr, on one line: what
+    a failure message shows (every transport's process keeps a :class:`StderrTail`)."""
+    tail = getattr(process, "stderr", None)
+    text = tail.text() if isinstance(tail, StderrTail) else ""
+    return " ".join(text.strip().splitlines()[-lines:])[:limit]

@@ -194,21 +194,10 @@ async def test_follower_start_refused_raises_transport_error_promptly(
         pytest.param(
             0.3,
             id="exit-after-program-sent",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="DEFECT: the error shows '<console.transport.streams.StderrTail object "
-                "at 0x...>' instead of the stderr text (follower.py: str(stderr))",
-            ),
         ),
         pytest.param(
             0.0,
             id="exit-with-exec-reply",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="DEFECT: HostLogFollower._start raises 'cannot write: Channel not open "
-                "for sending' when the follower exits before its program is written; the "
-                "exit status and stderr (python3: command not found) are lost",
-            ),
         ),
     ],
 )

@@ -145,11 +145,6 @@ async def test_refused_channel_is_a_reason_not_a_hang(scripted_ssh: Scripted) ->
         pytest.param(
             0.0,
             id="exit-with-exec-reply",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="DEFECT: HostMonitor._run_once returns as soon as writing the program "
-                "fails ('Channel not open for sending') and loses the exit status and stderr",
-            ),
         ),
     ],
 )
@@ -178,10 +173,6 @@ async def test_sampler_failing_at_once_is_reported(scripted_ssh: Scripted, delay
         pytest.param(
             0.0,
             id="exit-with-exec-reply",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="DEFECT: the lost exit status 127 means the nvidia-smi fallback never runs",
-            ),
         ),
     ],
 )
