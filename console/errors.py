@@ -80,6 +80,15 @@ class HostUnavailable(TransportError):
         super().__init__(f"{host} is {state}: {reason}")
 
 
+class HostProgramError(TransportError):
+    """A host program said something this console cannot read (wrong version, no hello)."""
+
+    def __init__(self, host: str, program: str, message: str) -> None:
+        self.host = host
+        self.program = program
+        super().__init__(f"{host}: {program}: {message}")
+
+
 class CommandTimeout(TransportError):
     """A command did not finish within its timeout (it was killed)."""
 

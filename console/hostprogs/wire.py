@@ -14,16 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.errors import TransportError
+from console.errors import HostProgramError
 
-
-class HostProgramError(TransportError):
-    """A host program said something this console cannot read (wrong version, no hello)."""
-
-    def __init__(self, host: str, program: str, message: str) -> None:
-        self.host = host
-        self.program = program
-        super().__init__(f"{host}: {program}: {message}")
+__all__ = ["HostProgramError", "check_hello", "hello", "is_hello"]
 
 
 def hello(program: str, version: int) -> dict[str, Any]:
