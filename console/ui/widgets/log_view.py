@@ -70,6 +70,9 @@ class LazyLogView(ScrollView, can_focus=True):
         self._ends: list[int] = []
         self._row_base = 0
         self._fold_width = 0  # the width the row counts were made for
+        # At the bottom (the last scroll said so): kept there when the view shrinks
+        # (the steps table grows, the summary wraps) and when lines are added.
+        self._at_end = True
         self.set_reactive(LazyLogView.wrap, wrap)
 
     # -- items -------------------------------------------------------------------------
@@ -93,7 +96,7 @@ class LazyLogView(ScrollView, can_focus=True):
         if not items:
             return
         # Scrolled up to read: new lines must not pull the view back down.
-        scroll_end = scroll_end and self.scroll_offset.y >= self.max_scroll_y
+        scroll_end = scroll_end and self._at_end
         self.items.extend(items)
         # The newest rows are the ones on screen; measuring a burst's every line costs.
         self._widest = max(self._widest, max(map(self.measure, items[-256:])))
@@ -162,14 +165,17 @@ class LazyLogView(ScrollView, can_focus=True):
         self.virtual_size = Size(width, self.row_count)
         self.refresh()
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._at_end = new_value >= self.max_scroll_y
+
     def on_resize(self, _event: Resize) -> None:
         if self.wrap and self.scrollable_content_region.width != self._fold_width:
-            at_end = self.scroll_offset.y >= self.max_scroll_y
             self._count_rows()
             self._strips.clear()
             self._update_size()
-            if at_end:
-                self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if self._at_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def watch_wrap(self, _old: bool, _new: bool) -> None:
         # Switching modes: count rows for the new mode and repaint what is there.
