@@ -71,7 +71,8 @@ def header_text(columns: GpuColumns) -> Text:
         f" {'power W':>{POWER_FIGURE - 2}} ",
     ]
     if columns.spark:
-        parts.append(f"{'utilization history':<{columns.spark}}"[: columns.spark])
+        history = "utilization history" if columns.spark >= 20 else "history"
+        parts.append(f"{history:<{columns.spark}}"[: columns.spark])
     parts.append("  alerts · processes")
     return Text("".join(parts), style="bold", no_wrap=True, overflow="ellipsis")
 
