@@ -32,7 +32,7 @@ class HostStatus:
     name: str
     state: HostState
     reason: str = ""
-    latency_ms: float | None = None  # time the last successful connect took
+    latency_ms: float | None = None  # the last round trip measured (connect, then keepalives)
     since: float = field(default_factory=time.time)  # when this state began (epoch s)
     last_seen: float | None = None  # last time the host answered (epoch s)
 

@@ -39,6 +39,8 @@ BACKOFF_MAX_S = 30.0
 AUTH_RETRY_S = 60.0
 # Grace on top of connect_timeout for asyncio.wait_for around the whole handshake.
 CONNECT_GRACE_S = 0.5
+# The OpenSSH keepalive request (what ServerAliveInterval sends): every server answers it.
+KEEPALIVE_REQUEST = b"keepalive@openssh.com"
 
 StatusListener = Callable[[HostStatus], None]
 
@@ -226,6 +228,34 @@ class SshConnection(HostConnection):
         self._set(HostState.UP, "", latency_ms=(time.monotonic() - started) * 1000)
         return self._status
 
+    async def round_trip_ms(self) -> float | None:
+        """Time one keepalive request takes to be answered (the connection's latency
+        now), None when not connected. No channel and no process on the host: a
+        session would count against sshd's MaxSessions and spawn a shell each time."""
+        conn = self._conn
+        if conn is None or self._status.state is not HostState.UP:
+            return None
+        started = time.monotonic()
+        # asyncssh sends this request for its own keepalives but has no public call
+        # for one; a failure reply is still an answer, so any reply is a round trip.
+        await conn._make_global_request(KEEPALIVE_REQUEST)
+        if conn.is_closed():
+            return None  # woken by the connection closing, not by an answer
+        return (time.monotonic() - started) * 1000
+
+    async def _measure_latency(self, conn: asyncssh.SSHClientConnection) -> None:
+        """While ``conn`` is up: the latency again every keepalive interval (the
+        status's ``latency_ms`` would otherwise stay the connect time forever)."""
+        interval = self.host.keepalive_interval
+        if not interval:
+            return  # keepalives off: the user asked for a quiet connection
+        while conn is self._conn:
+            await asyncio.sleep(interval)
+            latency = await self.round_trip_ms()
+            if latency is None or conn is not self._conn:
+                return
+            self._set(HostState.UP, "", latency_ms=latency)
+
     async def maintain(self) -> None:
         """Connect and keep connecting until :meth:`close` (run as a background task)."""
         attempt = 0
@@ -236,7 +266,12 @@ class SshConnection(HostConnection):
                 status = await self.connect_once()
             if status.state is HostState.UP and self._conn is not None:
                 attempt = 0
-                await self._conn.wait_closed()
+                latency = asyncio.create_task(self._measure_latency(self._conn))
+                try:
+                    await self._conn.wait_closed()
+                finally:
+                    latency.cancel()
+                    await asyncio.gather(latency, return_exceptions=True)
                 self._conn = None
                 if self._closed:
                     return

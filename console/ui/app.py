@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -33,10 +34,10 @@ from console.ui.inbox import Inbox
 from console.ui.jobs_service import JobRow, JobsService
 from console.ui.messages import HostStatusesArrived, HostViewsArrived, JobRowsArrived, OpenLogs
 from console.ui.screens.cluster import ClusterScreen
-from console.ui.screens.help import HelpScreen, KeyHelp
+from console.ui.screens.help import HelpScreen, KeyHelp, keys_by_screen
 from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.screens.hosts import HostsScreen
-from console.ui.screens.jobs import JobsScreen
+from console.ui.screens.jobs import ConfirmStop, JobsScreen
 from console.ui.screens.launch import LaunchScreen
 from console.ui.services import Services
 from console.ui.store import ClusterStore
@@ -64,13 +65,16 @@ class DistConsoleApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        # f1 too: in the launch form every printable key (`?` included) is typed.
         Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", show=False),
         Binding("colon", "command_palette", "Commands", key_display=":"),
         Binding("h", "show_hosts", "Hosts"),
         Binding("g", "show_gpus", "GPUs"),
         Binding("j", "show_jobs", "Jobs"),
         Binding("l", "launch", "Launch"),
         Binding("t", "cycle_theme", "Theme"),
+        Binding("f2", "save_screenshot", "Screenshot (SVG)", show=False),
     ]
 
     def __init__(
@@ -289,26 +293,20 @@ class DistConsoleApp(App[int]):
         self.push_screen(HelpScreen(self._key_help()))
 
     def _key_help(self) -> list[KeyHelp]:
-        """The keys of the screen below: the app's first, then the screen's, then widgets'."""
-        rows: list[tuple[int, KeyHelp]] = []
-        seen: set[str] = set()
-        for key, active in self.screen.active_bindings.items():
-            binding = active.binding
-            if key in seen or not binding.description:
-                continue
-            seen.add(key)
-            node = active.node
-            if node is self:
-                rank, scope = 0, "app"
-            elif node is self.screen:
-                # "logs:<job id>" names one logs screen; the help names the kind of screen.
-                rank, scope = 1, (node.name or type(node).__name__).split(":")[0]
-            else:
-                rank, scope = 2, type(node).__name__
-            rows.append((rank, KeyHelp(self.get_key_display(binding), binding.description, scope)))
-        palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette")
-        rows.append((0, KeyHelp(self.get_key_display(palette), "Commands", "app")))
-        return [row for _, row in sorted(rows, key=lambda r: r[0])]
+        from console.ui.screens.logs import LogsScreen
+
+        screens: list[tuple[str, type[DOMNode]]] = [
+            ("Hosts screen (h)", HostsScreen),
+            ("GPU screen (g)", ClusterScreen),
+            ("Jobs screen (j)", JobsScreen),
+            ("Launch form (l)", LaunchScreen),
+            ("Logs of a job (Enter on the jobs screen)", LogsScreen),
+            ("Host detail (Enter on a host)", HostDetailScreen),
+            ("Stop confirmation (s on the jobs screen)", ConfirmStop),
+        ]
+        palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Commands")
+        everywhere = [*DistConsoleApp.BINDINGS, palette]
+        return keys_by_screen(everywhere, screens, self.screen, self.get_key_display)
 
     def action_cycle_theme(self) -> None:
         self.set_theme(next_theme(self.theme, [t.name for t in bundled_themes()]))
@@ -329,7 +327,28 @@ class DistConsoleApp(App[int]):
             "Retry every host that is not up now, without waiting for the back-off",
             self.hosts_screen.action_reconnect_all,
         )
-        yield SystemCommand("Help", "List every key of this screen", self.action_help)
+        yield SystemCommand(
+            "Stop the selected job",
+            "Jobs screen: stop the job under the cursor (asks first)",
+            self.stop_selected_job,
+        )
+        yield SystemCommand(
+            "Logs of the selected job",
+            "Jobs screen: follow every rank's log of the job under the cursor",
+            self.logs_of_selected_job,
+        )
+        yield SystemCommand(
+            "Filter GPU hosts",
+            "GPU screen: show only hosts whose name or tag matches",
+            self.filter_gpus,
+        )
+        yield SystemCommand(
+            "Screenshot",
+            f"Save an SVG of the screen in {self.services.screenshot_dir}",
+            # After the palette has gone, or the picture is of the palette.
+            lambda: self.call_after_refresh(self.action_save_screenshot),
+        )
+        yield SystemCommand("Help", "List this app's keys, by screen", self.action_help)
         yield SystemCommand(
             "Next theme", "Switch to the next distconsole theme", self.action_cycle_theme
         )
@@ -339,7 +358,41 @@ class DistConsoleApp(App[int]):
                 f"Switch to the {bundled.name} theme",
                 partial(self.set_theme, bundled.name),
             )
-        yield from super().get_system_commands(screen)
+        # Textual's own screenshot (to a downloads folder, silently) is replaced above;
+        # its "Keys" panel lists Textual's bindings, not this app's (that is `?`).
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Screenshot", "Keys"):
+                yield command
+
+    def stop_selected_job(self) -> None:
+        self.switch_mode("jobs")
+        # A first switch mounts the jobs screen: its cursor exists after that refresh.
+        self.call_after_refresh(self._on_selected_job, self.jobs_screen.action_stop)
+
+    def logs_of_selected_job(self) -> None:
+        # Over the jobs screen, so that Esc from the logs lands where the job is listed.
+        self.switch_mode("jobs")
+        self.call_after_refresh(self._on_selected_job, self.jobs_screen.action_logs)
+
+    def _on_selected_job(self, action: Callable[[], None]) -> None:
+        if self.jobs_screen.selected_id is None:
+            self.notify("No job selected: the jobs screen lists none", severity="warning")
+            return
+        action()
+
+    def filter_gpus(self) -> None:
+        self.switch_mode("gpus")
+        # The first switch mounts the screen: its filter box exists after that refresh.
+        self.call_after_refresh(self.cluster_screen.action_filter)
+
+    def action_save_screenshot(self) -> None:
+        """An SVG of the current screen in ``services.screenshot_dir``; says where."""
+        try:
+            path = self.save_screenshot(path=str(self.services.screenshot_dir))
+        except OSError as exc:
+            self.notify(f"Screenshot not saved: {exc}", severity="error", timeout=15)
+            return
+        self.notify(f"Saved {Path(path).resolve()}", title="Screenshot", timeout=15)
 
 
 def run(

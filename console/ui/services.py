@@ -8,8 +8,9 @@ None, and a screen says so instead of acting.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from console.inventory import Inventory
@@ -22,6 +23,18 @@ if TYPE_CHECKING:
     from console.probe.monitor import ClusterMonitor
 
 
+@dataclass(frozen=True, slots=True)
+class LaunchDraft:
+    """What the launch form held when last seen: the next form opens with it, so Esc
+    (or a failed pre-flight) never throws away what was typed."""
+
+    kind: str
+    hosts: tuple[str, ...]  # ticked hosts (none: all)
+    fields: Mapping[str, str]  # text field name -> what was typed
+    fail_fast: bool = True
+    preflight: bool = True
+
+
 @dataclass(eq=False)
 class Services:
     inventory: Inventory
@@ -31,3 +44,6 @@ class Services:
     connections: HostStatusSource | None = None
     monitor: ClusterMonitor | None = None
     jobs: JobsService | None = None
+    launch_draft: LaunchDraft | None = None  # written by the launch form as it changes
+    # Where the screenshot command writes its SVGs (the directory the console runs in).
+    screenshot_dir: Path = field(default_factory=Path.cwd)

@@ -80,7 +80,8 @@ async def test_jobs_screen_shows_enter_as_logs_and_selects_a_job_just_launched()
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        assert ("⏎", "Logs", "jobs") in {(k.key, k.description, k.scope) for k in app.screen.keys}
+        keys = {(k.key, k.description, k.scope) for k in app.screen.keys}
+        assert ("⏎", "Logs", "Jobs screen (j): this screen") in keys
 
 
 async def test_a_failed_jobs_detail_ends_with_the_last_lines_of_its_output() -> None:
@@ -191,7 +192,8 @@ async def test_palette_reaches_jobs_and_launch_and_help_names_screens_plainly() 
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         scopes = {k.scope for k in app.screen.keys}
-        assert "logs" in scopes and not any("job-7" in scope for scope in scopes)
+        assert "Logs of a job (Enter on the jobs screen): this screen" in scopes
+        assert not any("job-7" in scope for scope in scopes)
 
 
 async def test_the_first_log_lines_show_with_their_prefix_not_as_reprs() -> None:

@@ -1,5 +1,8 @@
 """``l``: the launch form. Keyboard only; errors inline under each field; a live preview
-of the exact per-host commands; Enter (in any field) or ctrl+r launches, Esc closes."""
+of the exact per-host commands; Enter (in any field) or ctrl+r launches, Esc closes.
+
+What is typed survives closing the form: every change is kept in the app's services
+(:class:`LaunchDraft`) and the next form opens with it."""
 
 from __future__ import annotations
 
@@ -14,12 +17,12 @@ from textual.screen import Screen
 from textual.widgets import Checkbox, Footer, Header, Input, Label, Select, SelectionList, Static
 
 from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
-from console.jobs.models import JobKind
+from console.jobs.models import JobKind, JobPlan
 from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
 from console.jobs.spec import JobSpec, make_spec, parse_env
 from console.ui.jobs_service import plan_preview
-from console.ui.services import Services
+from console.ui.services import LaunchDraft, Services
 
 TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     # (spec field, label, placeholder)
@@ -28,7 +31,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("program", "Program", "script, executable or example:ddp / example:horovod / example:ps"),
     ("args", "Arguments", "as in a shell: --lr 0.1 --steps {steps_per_rank}"),
     ("env", "Environment", "NAME=VALUE NAME2='a b'"),
-    ("total_steps", "Total steps", "split over the ranks (Horovod: per GPU share)"),
+    ("total_steps", "Total steps (split over the ranks)", "each rank runs total ÷ ranks"),
     ("ps", "PS tasks", "ps kind: number of parameter servers (default 1)"),
     ("workers", "Workers", "ps kind: number of workers (default one per host)"),
     ("interface", "Interface", "NIC for NCCL/Gloo/MPI traffic (default: the host's)"),
@@ -86,6 +89,19 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
         return None, {exc.field: exc.detail}
 
 
+def steps_split_hint(job: JobPlan | None) -> str:
+    """What ``--total-steps`` means for this plan, in figures: the per-rank share."""
+    if job is None or job.total_steps is None or job.steps_per_rank is None:
+        return "Split over the ranks: each rank runs total ÷ number of ranks."
+    text = (
+        f"{job.total_steps} over {job.world_size} ranks: "
+        f"{job.steps_per_rank} steps per rank ({{steps_per_rank}} in the arguments)"
+    )
+    if job.steps_dropped:
+        text += f"; {job.steps_dropped} dropped by the division"
+    return text
+
+
 class LaunchScreen(Screen[str | None]):
     """Dismisses with the started job's id (None when closed without launching)."""
 
@@ -101,6 +117,7 @@ class LaunchScreen(Screen[str | None]):
         self.spec: JobSpec | None = None
         self.errors: dict[str, str] = {}
         self.launching = False
+        self.draft = services.launch_draft
         # One job id per job name while the form is open: the preview (ids, paths, ports)
         # stays still as the user types, and the launch uses the id it showed.
         self._job_ids: dict[str, str] = {}
@@ -111,22 +128,37 @@ class LaunchScreen(Screen[str | None]):
             with VerticalScroll(id="launch-form"):
                 yield Label("Kind")
                 yield Select(
-                    [(k.value, k.value) for k in JobKind], value="ddp", allow_blank=False, id="kind"
+                    [(k.value, k.value) for k in JobKind],
+                    value=self.draft.kind if self.draft else JobKind.DDP.value,
+                    allow_blank=False,
+                    id="kind",
                 )
                 yield Static("", id="error-kind", classes="field-error", markup=False)
                 yield Label("Hosts (none ticked: all)")
+                ticked = set(self.draft.hosts) if self.draft else set()
                 yield SelectionList[str](
-                    *[(f"{h.name}  {' '.join(h.tags)}", h.name) for h in self.inventory.hosts],
+                    *[
+                        (f"{h.name}  {' '.join(h.tags)}", h.name, h.name in ticked)
+                        for h in self.inventory.hosts
+                    ],
                     id="hosts",
                 )
                 yield Static("", id="error-hosts", classes="field-error", markup=False)
                 for name, label, placeholder in TEXT_FIELDS:
                     yield Label(label, id=f"label-{name}")
-                    value = "example:ddp" if name == "program" else ""
-                    yield Input(value=value, placeholder=placeholder, id=name)
+                    yield Input(value=self._first_value(name), placeholder=placeholder, id=name)
+                    if name == "total_steps":
+                        yield Static("", id="hint-total_steps", classes="field-hint", markup=False)
                     yield Static("", id=f"error-{name}", classes="field-error", markup=False)
-                yield Checkbox("Fail fast: one failing rank stops the job", True, id="fail_fast")
-                yield Checkbox("Run the pre-flight checks before starting", True, id="preflight")
+                fail_fast, preflight = (
+                    (self.draft.fail_fast, self.draft.preflight) if self.draft else (True, True)
+                )
+                yield Checkbox(
+                    "Fail fast: one failing rank stops the job", fail_fast, id="fail_fast"
+                )
+                yield Checkbox(
+                    "Run the pre-flight checks before starting", preflight, id="preflight"
+                )
             with VerticalScroll(id="launch-preview-box") as box:
                 box.border_title = "What every host will run"
                 yield Static("", id="launch-preview", markup=False)
@@ -137,7 +169,28 @@ class LaunchScreen(Screen[str | None]):
         self.refresh_preview()
         self.query_one("#program", Input).focus()
 
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        # Every printable key belongs to the form: Textual hands a letter typed on the
+        # kind select, the host list or a checkbox on to the app's bindings, so `q`
+        # would quit and `g` leave the form (Input alone keeps its own letters).
+        return character is not None and character.isprintable()
+
     # -- form state ----------------------------------------------------------------------
+
+    def _first_value(self, name: str) -> str:
+        if self.draft is not None:
+            return self.draft.fields.get(name, "")
+        return KIND_EXAMPLES[JobKind.DDP.value] if name == "program" else ""
+
+    def _keep_draft(self, values: dict[str, Any]) -> None:
+        self.draft = LaunchDraft(
+            kind=values["kind"],
+            hosts=tuple(values["hosts"]),
+            fields={name: values[name] for name, _, _ in TEXT_FIELDS},
+            fail_fast=values["fail_fast"],
+            preflight=self.query_one("#preflight", Checkbox).value,
+        )
+        self.services.launch_draft = self.draft
 
     def values(self) -> dict[str, Any]:
         values: dict[str, Any] = {
@@ -151,6 +204,7 @@ class LaunchScreen(Screen[str | None]):
 
     def refresh_preview(self) -> None:
         values = self.values()
+        self._keep_draft(values)
         is_ps = values["kind"] == JobKind.PS.value
         for name in PS_ONLY:
             for selector in (f"#{name}", f"#label-{name}", f"#error-{name}"):
@@ -159,13 +213,12 @@ class LaunchScreen(Screen[str | None]):
                 values[name] = ""
         spec, errors = form_to_spec(values)
         preview = ""
+        job: JobPlan | None = None
         if spec is not None:
             try:
                 free_port = spec.master_port is None and values["kind"] in FREE_PORT_KINDS
-                preview = plan_preview(
-                    plan(spec, self.inventory, job_id=self.job_id_for(spec)),
-                    port_chosen_at_launch=free_port,
-                )
+                job = plan(spec, self.inventory, job_id=self.job_id_for(spec))
+                preview = plan_preview(job, port_chosen_at_launch=free_port)
             except JobSpecError as exc:
                 errors = {exc.field: exc.detail}
                 spec = None
@@ -173,6 +226,7 @@ class LaunchScreen(Screen[str | None]):
                 errors = {"plan": str(exc)}
                 spec = None
         self.spec, self.errors = spec, errors
+        self.query_one("#hint-total_steps", Static).update(steps_split_hint(job))
         for node in self.query(".field-error"):
             field = (node.id or "").removeprefix("error-")
             if isinstance(node, Static):

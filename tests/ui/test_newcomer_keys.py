@@ -1,0 +1,209 @@
+"""Issue 9's key defects, at 80x24 and 200x50: single-letter app keys do not fire from the
+launch form's fields, the form keeps what was typed across Esc and `l`, and holding Down
+in a table or list moves one row per press (none lost).
+
+No hosts: the form's preview is the real planner; tables are fed through the app's store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from textual import events
+from textual.pilot import Pilot
+from textual.widgets import Checkbox, DataTable, Footer, Input, Select, SelectionList
+from textual.widgets._footer import FooterKey
+from ui_fixtures import FROZEN_NOW
+
+from console.inventory import Host, Inventory
+from console.jobs.models import JobState
+from console.ui.app import DistConsoleApp
+from console.ui.jobs_service import JobRow
+from console.ui.screens.launch import LaunchScreen
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 50), id="200x50")]
+APP_LETTERS = ("g", "h", "j", "q", "l", "t")
+MANY = 60  # rows: more than 50 presses can walk through
+
+
+def inventory(hosts: int = 3) -> Inventory:
+    return Inventory(
+        path="/srv/hosts.yaml",
+        hosts=tuple(
+            Host(name=f"node{i:02d}", address=f"10.0.0.{10 + i}", gpus=4, tags=("a100",))
+            for i in range(hosts)
+        ),
+    )
+
+
+def make_app(hosts: int = 3) -> DistConsoleApp:
+    return DistConsoleApp(inventory(hosts), connections_factory=None, clock=lambda: FROZEN_NOW)
+
+
+async def open_form(app: DistConsoleApp, pilot: Pilot[Any]) -> LaunchScreen:
+    await pilot.press("l")
+    await pilot.pause()
+    assert isinstance(app.screen, LaunchScreen)
+    return app.screen
+
+
+def footer_keys(app: DistConsoleApp) -> set[str]:
+    return {key.key for key in app.screen.query_one(Footer).query(FooterKey)}
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_typing_app_letters_in_the_program_field_types_them(size: tuple[int, int]) -> None:
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(app, pilot)
+        program = screen.query_one("#program", Input)
+        assert app.focused is program
+        program.value = ""
+        await pilot.press(*"ghjqlt?", "full_stop", "p", "y")
+        await pilot.pause()
+        assert program.value == "ghjqlt?.py"
+        assert app.screen is screen and app.is_running
+        assert app.theme == "distconsole-dark"  # `t` did not cycle the theme
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("field", ["#kind", "#hosts", "#fail_fast", "#preflight"])
+async def test_app_letters_do_nothing_on_the_forms_select_list_and_boxes(
+    size: tuple[int, int], field: str
+) -> None:
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(app, pilot)
+        screen.query_one(field).focus()
+        await pilot.pause()
+        # The footer does not offer them either while the form has the keys.
+        assert not footer_keys(app) & set(APP_LETTERS)
+        assert {"escape", "ctrl+r"} <= footer_keys(app)
+        for letter in APP_LETTERS:
+            await pilot.press(letter)
+            await pilot.pause()
+            assert app.screen is screen and app.is_running, letter
+        assert app.theme == "distconsole-dark"
+        assert screen.query_one("#kind", Select).value == "ddp"
+        # Outside the form the letters work again.
+        await pilot.press("escape", "g")
+        await pilot.pause()
+        assert app.screen is app.cluster_screen
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_reopening_the_form_keeps_what_was_typed(size: tuple[int, int]) -> None:
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(app, pilot)
+        screen.query_one("#kind", Select).value = "ps"
+        await pilot.pause()
+        program = screen.query_one("#program", Input)
+        assert program.value == "example:ps"  # the kind's example follows the kind
+        program.value = ""
+        await pilot.press(*"train.py")
+        args = screen.query_one("#args", Input)
+        args.focus()
+        await pilot.press(*"--lr 0.1")
+        screen.query_one("#workers", Input).value = "2"
+        hosts = screen.query_one("#hosts", SelectionList)
+        hosts.focus()
+        await pilot.press("down", "space")  # tick node01
+        screen.query_one("#preflight", Checkbox).focus()
+        await pilot.press("space")  # untick the pre-flight
+        await pilot.pause()
+        assert hosts.selected == ["node01"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, LaunchScreen)
+
+        # Elsewhere and back: a new form, with the old values.
+        await pilot.press("j", "l")
+        await pilot.pause()
+        again = app.screen
+        assert isinstance(again, LaunchScreen) and again is not screen
+        assert again.query_one("#kind", Select).value == "ps"
+        assert again.query_one("#program", Input).value == "train.py"
+        assert again.query_one("#args", Input).value == "--lr 0.1"
+        assert again.query_one("#workers", Input).value == "2"
+        assert again.query_one("#workers", Input).display  # a ps form shows its fields
+        assert again.query_one("#hosts", SelectionList).selected == ["node01"]
+        assert again.query_one("#preflight", Checkbox).value is False
+        assert again.query_one("#fail_fast", Checkbox).value is True
+        # The draft lives in the app's services, not in the closed screen.
+        draft = app.services.launch_draft
+        assert draft is not None and draft.fields["program"] == "train.py"
+
+
+async def key_repeat(app: DistConsoleApp, pilot: Pilot[Any], presses: int) -> None:
+    """A held key: every repeat is queued before the app handles the first one."""
+    assert app._driver is not None
+    for _ in range(presses):
+        app._driver.send_message(events.Key("down", None))
+    await pilot.pause()
+    await pilot.pause()
+
+
+def job_rows(n: int) -> list[JobRow]:
+    return [
+        JobRow(
+            f"job-{i:03d}",
+            "ddp-example-ddp",
+            "ddp",
+            JobState.RUNNING if i % 2 else JobState.SUCCEEDED,
+            FROZEN_NOW - 60 * i,
+            None if i % 2 else FROZEN_NOW,
+            ("node00",),
+            4,
+            "",
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_holding_down_in_the_hosts_table_loses_no_press(size: tuple[int, int]) -> None:
+    app = make_app(hosts=MANY)
+    async with app.run_test(size=size) as pilot:
+        table = app.hosts_screen.table
+        assert app.focused is table and table.cursor_row == 0
+        await key_repeat(app, pilot, 50)
+        assert table.cursor_row == 50
+        assert table.selected_host == "node50"
+        await pilot.press(*["up"] * 50)
+        assert table.cursor_row == 0
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_holding_down_in_the_jobs_table_loses_no_press(size: tuple[int, int]) -> None:
+    app = make_app()
+    async with app.run_test(size=size) as pilot:
+        app.apply_job_rows(job_rows(MANY))
+        await pilot.press("j")
+        await pilot.pause()
+        table = app.jobs_screen.query_one("#jobs-table", DataTable)
+        assert app.focused is table and table.cursor_row == 0
+        await key_repeat(app, pilot, 50)
+        assert table.cursor_row == 50
+        # A refresh of the rows (new job, changed state) keeps the cursor where it went.
+        app.apply_job_rows([replace(job_rows(MANY)[7], state=JobState.FAILED, ended=FROZEN_NOW)])
+        await pilot.pause()
+        assert table.cursor_row == 50 and app.jobs_screen.selected_id == "job-050"
+        await pilot.press(*["down"] * 5)
+        assert table.cursor_row == 55
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_holding_down_in_the_forms_host_list_loses_no_press(size: tuple[int, int]) -> None:
+    app = make_app(hosts=MANY)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(app, pilot)
+        hosts = screen.query_one("#hosts", SelectionList)
+        hosts.focus()
+        await pilot.pause()
+        start = hosts.highlighted or 0
+        await key_repeat(app, pilot, 50)
+        assert hosts.highlighted == start + 50
+        assert app.screen is screen
