@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from rich.text import Text
 
-from console.display import gap_text, line_prefix
+from console.display import gap_text, line_prefix, log_line_text
 from console.logs.buffer import Gap, Shown
 from console.logs.models import LogLine, RankKey, rank_key
 
@@ -63,3 +63,13 @@ def render_lines(
 
 def prefix_width(keys: Iterable[LogLine]) -> int:
     return max((len(line_prefix(line)) for line in keys), default=8)
+
+
+def plain_lines(items: Iterable[LogLine | Shown | Gap]) -> list[str]:
+    """Items as plain lines, the way ``distconsole logs`` prints them (the save file)."""
+    return [
+        gap_text(item.skipped)
+        if isinstance(item, Gap)
+        else log_line_text(item.line if isinstance(item, Shown) else item)
+        for item in items
+    ]

@@ -75,7 +75,8 @@ async def test_q_goes_back_to_the_jobs_screen_and_does_not_quit(size: tuple[int,
     app = make_app()
     async with app.run_test(size=size) as pilot:
         await logs_from_jobs(pilot)
-        assert footer_keys(app.screen)["q"] == "Back"  # type: ignore[arg-type]
+        keys = footer_keys(app.screen)  # type: ignore[arg-type]
+        assert (keys["q"], keys["j"]) == ("Back", "Jobs")
         await pilot.press("q")
         await pilot.pause()
         assert app.is_running
@@ -121,7 +122,7 @@ async def test_steps_table_hides_with_a_footer_key_and_is_as_tall_as_its_rows(
         assert table.row_count == 4
         assert table.size.height == 1 + 4  # its header and one row per rank, no more
         view = screen.query_one("#log-view", LazyLogView)
-        assert footer_keys(screen)["s"] == "Steps table"
+        assert footer_keys(screen)["s"] == "Steps"
         key = next(k for k in screen.query_one(Footer).query(FooterKey) if k.key == "s")
         assert key.region.right <= size[0]  # shown, not cut off the footer's end
         height_with_table = view.size.height

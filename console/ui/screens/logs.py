@@ -23,14 +23,13 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input
 
-from console.display import gap_text, log_line_text
 from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
 from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key
 from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
 from console.ui.inbox import Inbox
-from console.ui.log_render import prefix_width, render_lines
+from console.ui.log_render import plain_lines, prefix_width, render_lines
 from console.ui.screens.choose_ranks import ChooseRanks
 from console.ui.services import Services
 from console.ui.widgets.log_view import LazyLogView
@@ -48,17 +47,18 @@ class LogsScreen(Screen[None]):
     # The logs are a screen on top of the jobs screen: q, Esc and j go back to it (q would
     # otherwise quit the app, j would find the jobs mode already current and stay here).
     BINDINGS = [
+        # Most used first: at 80 columns the footer shows the first eight or so.
         Binding("q", "back", "Back"),
         Binding("escape", "back", "Back", show=False),
-        Binding("j", "back", "Jobs"),
-        Binding("s", "steps_table", "Steps table"),
-        Binding("r", "ranks", "Ranks"),
+        Binding("j", "jobs", "Jobs"),
+        Binding("s", "steps_table", "Steps"),
         Binding("slash", "search", "Search", key_display="/"),
         Binding("n", "next_match", "Next match"),
-        Binding("m", "filter_mode", "Matching only"),
         Binding("f", "follow", "Follow/pause"),
-        Binding("e", "first_error", "First error"),
         Binding("w", "wrap", "Wrap"),
+        Binding("e", "first_error", "First error"),
+        Binding("r", "ranks", "Ranks"),
+        Binding("m", "filter_mode", "Matching only"),
         Binding("ctrl+s", "save", "Save"),
     ]
     # Side by side the steps table takes 62 columns: under 140 it goes below the log.
@@ -253,13 +253,7 @@ class LogsScreen(Screen[None]):
 
     def shown_text(self) -> list[str]:
         """What the view shows as plain lines, as ``distconsole logs`` prints them."""
-        out = []
-        for item in self.shown:
-            if isinstance(item, Gap):
-                out.append(gap_text(item.skipped))
-            else:
-                out.append(log_line_text(item.line if isinstance(item, Shown) else item))
-        return out
+        return plain_lines(self.shown)
 
     # -- panels --------------------------------------------------------------------------
 
@@ -302,6 +296,10 @@ class LogsScreen(Screen[None]):
             box.remove_class("-open")
             self.view.focus()
             return
+        self.dismiss(None)
+
+    def action_jobs(self) -> None:
+        # A distinct action from q's: the footer shows one key per action.
         self.dismiss(None)
 
     def action_steps_table(self) -> None:
