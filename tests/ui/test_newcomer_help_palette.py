@@ -51,7 +51,7 @@ async def test_total_steps_say_they_are_split_and_show_the_share_per_rank(
         screen = app.screen
         assert isinstance(screen, LaunchScreen)
         label = str(screen.query_one("#label-total_steps", Label).render())
-        assert "split over the ranks" in label
+        assert "split per rank" in label
         assert "total ÷ number of ranks" in text(screen, "#hint-total_steps")
         box = screen.query_one("#total_steps", Input)
         box.focus()

@@ -31,7 +31,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("program", "Program", "script, executable or example:ddp / example:horovod / example:ps"),
     ("args", "Arguments", "as in a shell: --lr 0.1 --steps {steps_per_rank}"),
     ("env", "Environment", "NAME=VALUE NAME2='a b'"),
-    ("total_steps", "Total steps (split over the ranks)", "each rank runs total ÷ ranks"),
+    ("total_steps", "Total steps (split per rank)", "each rank runs total ÷ ranks"),
     ("ps", "PS tasks", "ps kind: number of parameter servers (default 1)"),
     ("workers", "Workers", "ps kind: number of workers (default one per host)"),
     ("interface", "Interface", "NIC for NCCL/Gloo/MPI traffic (default: the host's)"),
