@@ -25,6 +25,7 @@ from console.ui.jobs_service import JobRow, JobsService
 from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.screens.jobs import JobsScreen
 from console.ui.screens.logs import LogsScreen
+from console.ui.widgets.steps_table import job_gpu_util
 
 INVENTORY = gpu_inventory()
 
@@ -135,7 +136,11 @@ async def test_hosts_and_logs_screens_read_the_same_store() -> None:
         await pilot.pause()
         assert app.hosts_screen.services.store is logs.services.store is app.store
         assert app.hosts_screen.table.state_of("node0") == "up"
-        assert logs._gpu_util() == {0: 80.0, 1: 75.0, 2: 90.0, 3: 0.0}
+
+        def util() -> dict[object, float]:
+            return job_gpu_util(logs.services.store.views.values(), logs.plan.job_id)
+
+        assert util() == {0: 80.0, 1: 75.0, 2: 90.0, 3: 0.0}
 
         # One update through the app: both screens see it, neither asks the other.
         view = gpu_views(3)
@@ -143,7 +148,7 @@ async def test_hosts_and_logs_screens_read_the_same_store() -> None:
         app.apply_views(view)
         await pilot.pause()
         assert app.hosts_screen.table.state_of("node0") == "down"
-        assert logs._gpu_util()[0] == 81.0  # step 3's figures, from the same store
+        assert util()[0] == 81.0  # step 3's figures, from the same store
         logs.dismiss(None)
         await pilot.pause()
         app.hosts_screen.table.move_cursor(row=0)
