@@ -106,6 +106,28 @@ async def test_j_returns_to_the_jobs_screen_not_to_a_logs_screen(size: tuple[int
         await pilot.press("g", "j")
         await pilot.pause()
         assert app.screen is jobs
+        # Logs open, a look at the GPUs (g), back with j: the jobs screen, not the old
+        # logs (which are closed: they no longer follow their hosts unseen).
+        old = LogsScreen(DDP, app.services, follow_hosts=False)
+        await app.push_screen(old)
+        await pilot.pause()
+        await pilot.press("g")
+        await pilot.pause()
+        assert not isinstance(app.screen, (LogsScreen, JobsScreen))
+        await pilot.press("j")
+        await pilot.pause()
+        assert app.screen is jobs and old not in app.screen_stack
+        await pilot.pause()
+        assert not old.is_attached  # removed from the app, its workers with it
+        # A dialog over the logs (help) does not close them.
+        logs = LogsScreen(DDP, app.services, follow_hosts=False)
+        await app.push_screen(logs)
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is logs
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -3,9 +3,8 @@ context, follow/pause, first error, wrap, save; a steps table per rank (hidden w
 
 A worker follows the job's files on its hosts and puts batches in an inbox; the screen
 takes everything waiting at once. The store keeps the last N lines per rank; the view
-renders at most ``settings.log_view_lines`` of them (everything stays on the hosts'
-disks). The steps table is :mod:`console.ui.widgets.steps_table`, the summary line
-:mod:`console.ui.widgets.logs_summary`, the rank chooser :mod:`console.ui.screens.choose_ranks`.
+renders at most ``settings.log_view_lines`` of them (everything stays on the hosts').
+Parts: widgets ``steps_table``, ``logs_summary``, ``log_view``; screen ``choose_ranks``.
 """
 
 from __future__ import annotations
@@ -64,19 +63,10 @@ class LogsScreen(Screen[None]):
     # Side by side the steps table takes 62 columns: under 140 it goes below the log.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
     DEFAULT_CSS = """
-    LogsScreen.-narrow #logs-body {
-        layout: vertical;
-    }
-    LogsScreen #steps-table {
-        height: auto;
-    }
-    LogsScreen.-narrow #steps-table {
-        width: 1fr;
-        max-height: 40%;
-    }
-    LogsScreen.-narrow #log-view {
-        height: 1fr;
-    }
+    LogsScreen #steps-table { height: auto; }
+    LogsScreen.-narrow #logs-body { layout: vertical; }
+    LogsScreen.-narrow #log-view { height: 1fr; }
+    LogsScreen.-narrow #steps-table { width: 1fr; max-height: 40%; }
     """
 
     def __init__(
@@ -116,6 +106,8 @@ class LogsScreen(Screen[None]):
         self.focus_index: int | None = None
         self.error_index: int | None = None
         self.saved_to: Path | None = None
+        self._mode: str | None = None  # the app mode (screen stack) it was opened in
+        self._left_mode = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -136,6 +128,18 @@ class LogsScreen(Screen[None]):
         if self._follow_hosts:
             self._follow()
         self._summary()
+        self._mode = self.app.current_mode
+
+    def on_screen_suspend(self) -> None:
+        # Suspended by a switch to another mode (g, h), not by a dialog on top: the mode
+        # is already the new one when this arrives.
+        self._left_mode = self.app.current_mode != self._mode
+
+    def on_screen_resume(self) -> None:
+        # Back in this mode (j from the GPU screen): the jobs screen, not these old logs
+        # (which would also have gone on following their hosts unseen).
+        if self._left_mode:
+            self.dismiss(None)
 
     # -- data in -------------------------------------------------------------------------
 
