@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from console import __version__
 from console.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, ConsoleError
 
-COMMANDS = ("check", "gpus", "plan", "launch", "jobs", "stop", "logs", "demo", "ui")
+COMMANDS = ("check", "gpus", "plan", "launch", "export", "jobs", "stop", "logs", "demo", "ui")
 
 
 def build_parser() -> argparse.ArgumentParser:

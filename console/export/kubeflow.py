@@ -1,0 +1,409 @@
+"""Kubeflow manifests for a job spec: pure functions, no cluster needed.
+
+``--api trainer-v2`` (default) writes a Kubeflow Trainer ``TrainJob``
+(trainer.kubeflow.org/v1alpha1) whose ``runtimeRef`` names a ClusterTrainingRuntime:
+``torch-distributed`` for ddp, ``mpi-distributed`` for mpi and horovod (``--runtime``
+names another, e.g. ``deepspeed-distributed``). The runtime starts the processes: for
+torch it sets PET_NNODES / PET_NPROC_PER_NODE / PET_NODE_RANK / PET_MASTER_ADDR /
+PET_MASTER_PORT, which ``torchrun`` reads; for MPI it writes ``/etc/mpi/hostfile`` and
+the launcher runs ``mpirun``. Trainer v2 has no TensorFlow runtime, so ps is refused
+there (``--api v1`` gives a TFJob).
+
+``--api v1`` writes the training-operator / mpi-operator kinds:
+
+- ddp: ``PyTorchJob`` (kubeflow.org/v1), a Master and N-1 Workers, each running
+  ``torchrun --node-rank $(RANK) --master-addr $(MASTER_ADDR) --master-port
+  $(MASTER_PORT)`` (the operator sets those; Kubernetes expands ``$(VAR)``);
+- mpi, horovod: ``MPIJob`` (kubeflow.org/v2beta1, mpi-operator v2), a Launcher running
+  ``mpirun`` and N Workers with ``slotsPerWorker`` = GPUs per node. Worker pods run the
+  image's entrypoint, which must start sshd as mpi-operator v2 requires;
+- ps: ``TFJob`` (kubeflow.org/v1), PS / Chief / Worker replica specs. The operator sets
+  TF_CONFIG; ``cleanPodPolicy: Running`` removes the ps pods when the job ends, and
+  without a chief ``successPolicy: AllWorkers`` makes every worker's success the job's
+  (the console's PS rule).
+
+Common to all: the image (``--image``; a TrainJob may leave it to the runtime), the
+program and its arguments (``{placeholders}`` replaced; every ``$`` written as ``$$`` so
+Kubernetes does not expand it), ``nvidia.com/gpu`` = GPUs per node on every node pod
+(ps pods ask for none), the environment the planners give (PYTHONUNBUFFERED, thread
+caps, NCCL/Gloo NIC from ``--interface``, the user's ``--env``, the step budget), and
+replicas from the number of hosts.
+
+Horovod runs under ``mpirun`` (an MPI job), never ``horovodrun``: the operator gives
+mpirun its hostfile and ssh, which horovodrun --gloo would need to be handed by hand.
+``example:NAME`` runs ``python3 -m console.examples.NAME_train``: it needs an image with
+distconsole installed, so it is refused without ``--image``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from console.errors import UsageError
+from console.export.shape import JobShape
+from console.jobs.models import JobKind
+
+Api = Literal["trainer-v2", "v1"]
+APIS: tuple[Api, ...] = ("trainer-v2", "v1")
+
+TRAINER_API_VERSION = "trainer.kubeflow.org/v1alpha1"
+TRAINER_GROUP = "trainer.kubeflow.org"
+CLUSTER_RUNTIME_KIND = "ClusterTrainingRuntime"
+# The runtimes Kubeflow Trainer installs (manifests/base/runtimes).
+DEFAULT_RUNTIMES = {
+    JobKind.DDP: "torch-distributed",
+    JobKind.MPI: "mpi-distributed",
+    JobKind.HOROVOD: "mpi-distributed",
+}
+MPI_HOSTFILE = "/etc/mpi/hostfile"  # written by the Trainer's MPI plugin
+TRAINING_OPERATOR_API_VERSION = "kubeflow.org/v1"
+MPI_OPERATOR_API_VERSION = "kubeflow.org/v2beta1"
+GPU_RESOURCE = "nvidia.com/gpu"
+PYTORCH_CONTAINER = "pytorch"  # the names the operators look for
+PYTORCH_PORT_NAME = "pytorchjob-port"
+TF_CONTAINER = "tensorflow"
+PYTHON = "python3"
+MPI_FORWARDED = ("PATH", "LD_LIBRARY_PATH")
+# A TrainJob's pods are named <name>-node-<i>-<j>.<name>; DNS labels stop at 63.
+MAX_NAME = 40
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_NOT_NAME = re.compile(r"[^a-z0-9-]+")
+_IMAGE = re.compile(r"[^\s\x00-\x1f\x7f]+\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class KubeflowExport:
+    """One manifest and what the user should know about it."""
+
+    kind: str  # TrainJob, PyTorchJob, MPIJob, TFJob
+    name: str  # metadata.name
+    manifest: dict[str, Any]
+    warnings: tuple[str, ...]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}.{self.kind.lower()}.yaml"
+
+
+def kubernetes_name(name: str) -> str:
+    """A job name as a DNS-1035 label: lowercase letters, digits and '-', starting with
+    a letter, at most :data:`MAX_NAME` characters."""
+    text = _NOT_NAME.sub("-", name.lower()).strip("-")
+    if not text or not text[0].isalpha():
+        text = f"job-{text}".rstrip("-")
+    return text[:MAX_NAME].rstrip("-")
+
+
+def namespace_problem(value: str) -> str | None:
+    if len(value) <= 63 and _DNS_LABEL.match(value):
+        return None
+    return f"{value!r} is not a namespace name (lowercase letters, digits and '-', up to 63)"
+
+
+def runtime_problem(value: str) -> str | None:
+    if len(value) <= 253 and all(_DNS_LABEL.match(part) for part in value.split(".")):
+        return None
+    return f"{value!r} is not a runtime name (lowercase letters, digits, '-' and '.')"
+
+
+def image_problem(value: str) -> str | None:
+    if _IMAGE.match(value):
+        return None
+    return f"{value!r} is not an image reference (no spaces or control characters)"
+
+
+def _literal(text: str) -> str:
+    """``$`` doubled: Kubernetes expands ``$(VAR)`` in command and args, ``$$`` is ``$``."""
+    return text.replace("$", "$$")
+
+
+def _program(shape: JobShape) -> list[str]:
+    """The program as argv in the image (``python3 script.py``, ``python3 -m MODULE``)."""
+    module = shape.example_module
+    if module is not None:
+        return [PYTHON, "-m", module]
+    program = _literal(shape.spec.program)
+    if program.endswith(".py"):
+        return [PYTHON, program]
+    return [program]
+
+
+def _torchrun_target(shape: JobShape) -> list[str]:
+    module = shape.example_module
+    if module is not None:
+        return ["-m", module]
+    program = _literal(shape.spec.program)
+    if program.endswith(".py"):
+        return [program]
+    return ["--no-python", program]
+
+
+def _args(shape: JobShape) -> list[str]:
+    return [_literal(a) for a in shape.args]
+
+
+def _env_list(env: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in env.items()]
+
+
+def _gpu_resources(gpus: int) -> dict[str, Any]:
+    return {"limits": {GPU_RESOURCE: str(gpus)}}
+
+
+def _metadata(name: str, namespace: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _mpirun(shape: JobShape, env: dict[str, str], *, hostfile: str | None) -> list[str]:
+    argv = ["mpirun"]
+    if hostfile:
+        argv += ["--hostfile", hostfile]
+    argv += ["-np", str(shape.world_size), "--bind-to", "none"]
+    if shape.spec.interface:
+        argv += ["--mca", "btl_tcp_if_include", shape.spec.interface]
+    for name in dict.fromkeys([*MPI_FORWARDED, *env]):
+        argv += ["-x", name]
+    return argv + _program(shape)
+
+
+def _container(
+    name: str,
+    image: str,
+    command: list[str] | None,
+    args: list[str],
+    env: dict[str, str],
+    gpus: int,
+    workdir: str | None,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": image}
+    if command:
+        container["command"] = command
+    if args:
+        container["args"] = args
+    if workdir:
+        container["workingDir"] = workdir
+    container["env"] = _env_list(env)
+    if gpus:
+        container["resources"] = _gpu_resources(gpus)
+    return container
+
+
+def _replica(replicas: int, container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "replicas": replicas,
+        "restartPolicy": "Never",  # as the console: a rank that fails is not restarted
+        "template": {"spec": {"containers": [container]}},
+    }
+
+
+def _run_policy(shape: JobShape) -> dict[str, Any]:
+    # Fail-fast: when the job fails (or ends), the pods still running are deleted.
+    return {"cleanPodPolicy": "Running" if shape.spec.fail_fast else "None"}
+
+
+def _train_job(
+    shape: JobShape, name: str, namespace: str | None, image: str | None, runtime: str | None
+) -> dict[str, Any]:
+    kind = shape.kind
+    env = shape.env(shape.spec.interface)
+    if kind is JobKind.DDP:
+        command = ["torchrun", *_torchrun_target(shape)]
+    else:
+        command = _mpirun(shape, env, hostfile=MPI_HOSTFILE)
+    trainer: dict[str, Any] = {}
+    if image:
+        trainer["image"] = image
+    trainer["command"] = command
+    args = _args(shape)
+    if args:
+        trainer["args"] = args
+    trainer.update(
+        {
+            "numNodes": shape.nodes,
+            "numProcPerNode": shape.gpus_per_node,
+            "resourcesPerNode": _gpu_resources(shape.gpus_per_node),
+            "env": _env_list(env),
+        }
+    )
+    return {
+        "apiVersion": TRAINER_API_VERSION,
+        "kind": "TrainJob",
+        "metadata": _metadata(name, namespace),
+        "spec": {
+            "runtimeRef": {
+                "apiGroup": TRAINER_GROUP,
+                "kind": CLUSTER_RUNTIME_KIND,
+                "name": runtime or DEFAULT_RUNTIMES[kind],
+            },
+            "trainer": trainer,
+        },
+    }
+
+
+def _pytorch_job(
+    shape: JobShape, name: str, namespace: str | None, image: str, workdir: str | None
+) -> dict[str, Any]:
+    command = [
+        "torchrun",
+        "--nnodes",
+        str(shape.nodes),
+        "--nproc-per-node",
+        str(shape.gpus_per_node),
+        "--node-rank",
+        "$(RANK)",
+        "--master-addr",
+        "$(MASTER_ADDR)",
+        "--master-port",
+        "$(MASTER_PORT)",
+        *_torchrun_target(shape),
+    ]
+    env = shape.env(shape.spec.interface)
+    container = _container(
+        PYTORCH_CONTAINER, image, command, _args(shape), env, shape.gpus_per_node, workdir
+    )
+    container["ports"] = [{"name": PYTORCH_PORT_NAME, "containerPort": shape.master_port}]
+    replicas = {"Master": _replica(1, container)}
+    if shape.nodes > 1:
+        replicas["Worker"] = _replica(shape.nodes - 1, container)
+    return {
+        "apiVersion": TRAINING_OPERATOR_API_VERSION,
+        "kind": "PyTorchJob",
+        "metadata": _metadata(name, namespace),
+        "spec": {
+            "runPolicy": _run_policy(shape),
+            "nprocPerNode": str(shape.gpus_per_node),
+            "pytorchReplicaSpecs": replicas,
+        },
+    }
+
+
+def _mpi_job(
+    shape: JobShape, name: str, namespace: str | None, image: str, workdir: str | None
+) -> dict[str, Any]:
+    env = shape.env(shape.spec.interface)
+    # mpi-operator v2 points Open MPI at its hostfile (OMPI_MCA_orte_default_hostfile).
+    launcher = _container(
+        "launcher", image, _mpirun(shape, env, hostfile=None), _args(shape), env, 0, workdir
+    )
+    worker = _container("worker", image, None, [], env, shape.gpus_per_node, workdir)
+    return {
+        "apiVersion": MPI_OPERATOR_API_VERSION,
+        "kind": "MPIJob",
+        "metadata": _metadata(name, namespace),
+        "spec": {
+            "slotsPerWorker": shape.gpus_per_node,
+            "runPolicy": _run_policy(shape),
+            "mpiReplicaSpecs": {
+                "Launcher": _replica(1, launcher),
+                "Worker": _replica(shape.nodes, worker),
+            },
+        },
+    }
+
+
+def _tf_job(
+    shape: JobShape, name: str, namespace: str | None, image: str, workdir: str | None
+) -> dict[str, Any]:
+    env = shape.env(shape.spec.interface)
+    command, args = _program(shape), _args(shape)
+
+    def task(gpus: int) -> dict[str, Any]:
+        return _container(TF_CONTAINER, image, command, args, env, gpus, workdir)
+
+    replicas = {"PS": _replica(shape.ps_tasks, task(0))}
+    if shape.spec.chief:
+        replicas["Chief"] = _replica(1, task(shape.gpus_per_node))
+    replicas["Worker"] = _replica(shape.workers, task(shape.gpus_per_node))
+    spec: dict[str, Any] = {"runPolicy": {"cleanPodPolicy": "Running"}}
+    if not shape.spec.chief:
+        spec["successPolicy"] = "AllWorkers"
+    spec["tfReplicaSpecs"] = replicas
+    return {
+        "apiVersion": TRAINING_OPERATOR_API_VERSION,
+        "kind": "TFJob",
+        "metadata": _metadata(name, namespace),
+        "spec": spec,
+    }
+
+
+def _workdir(shape: JobShape, api: Api, warnings: list[str]) -> str | None:
+    workdir = shape.spec.workdir
+    if workdir is None:
+        return None
+    if api == "trainer-v2":
+        warnings.append(
+            f"--workdir {workdir} is not part of a TrainJob (the runtime's container "
+            "decides the working directory); left out"
+        )
+        return None
+    if workdir.startswith("~"):
+        warnings.append(
+            f"--workdir {workdir}: a container's workingDir must be an absolute path; left out"
+        )
+        return None
+    return workdir
+
+
+def kubeflow_export(
+    shape: JobShape,
+    *,
+    api: Api = "trainer-v2",
+    image: str | None = None,
+    namespace: str | None = None,
+    runtime: str | None = None,
+) -> KubeflowExport:
+    """The manifest of ``shape`` for ``api``. UsageError names the option that is
+    missing or wrong (``--image``, ``--namespace``, ``--runtime``, ``--api``)."""
+    if api not in APIS:
+        raise UsageError("--api", f"{api!r}: choose one of {', '.join(APIS)}")
+    for option, value, check in (
+        ("--image", image, image_problem),
+        ("--namespace", namespace, namespace_problem),
+        ("--runtime", runtime, runtime_problem),
+    ):
+        problem = check(value) if value is not None else None
+        if problem:
+            raise UsageError(option, problem)
+    if runtime is not None and api != "trainer-v2":
+        raise UsageError("--runtime", "names a ClusterTrainingRuntime: only with --api trainer-v2")
+    spec = shape.spec
+    if api == "trainer-v2" and shape.kind is JobKind.PS:
+        raise UsageError(
+            "--api",
+            "Kubeflow Trainer v2 has no TensorFlow parameter-server runtime; "
+            "use --api v1 for a TFJob",
+        )
+    if image is None and shape.example_module is not None:
+        raise UsageError(
+            "--image",
+            f"{spec.program} runs `python3 -m {shape.example_module}` from the distconsole "
+            "package: give --image with an image where distconsole is installed "
+            "(pip install distconsole, and torch/horovod), or export your own program",
+        )
+    if image is None and api == "v1":
+        raise UsageError("--image", "the training-operator kinds need the container image")
+    warnings = list(shape.warnings)
+    name = kubernetes_name(spec.display_name)
+    if spec.name and name != spec.name:
+        warnings.append(f"job name {spec.name!r} is {name!r} in Kubernetes")
+    workdir = _workdir(shape, api, warnings)
+    if api == "trainer-v2":
+        manifest = _train_job(shape, name, namespace, image, runtime)
+    else:
+        assert image is not None
+        build = {
+            JobKind.DDP: _pytorch_job,
+            JobKind.MPI: _mpi_job,
+            JobKind.HOROVOD: _mpi_job,
+            JobKind.PS: _tf_job,
+        }[shape.kind]
+        manifest = build(shape, name, namespace, image, workdir)
+    return KubeflowExport(
+        kind=manifest["kind"], name=name, manifest=manifest, warnings=tuple(warnings)
+    )

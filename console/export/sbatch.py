@@ -1,0 +1,214 @@
+"""A standalone Slurm batch script for a job spec: a pure function, no cluster needed.
+
+``sbatch FILE`` runs the same job on N nodes with G GPUs each (the shape of the spec on
+the inventory, see :mod:`console.export.shape`):
+
+- ddp: one ``torchrun`` per node (``srun --ntasks-per-node=1``) with the c10d
+  rendezvous on the allocation's first node (``--rdzv-endpoint $head:PORT``, the
+  spec's ``--master-port`` or 29500), ``--nnodes $SLURM_NNODES``;
+- mpi, horovod: ``srun --mpi=pmix`` starts G ranks per node (Slurm is the MPI launcher;
+  Open MPI must be built with PMIx, as Slurm sites' are). Horovod ranks start the same
+  way, as under ``mpirun``: horovod must be built with MPI;
+- ps: the ps tasks in one job step and the chief and workers in another, both placed
+  round-robin over the nodes (``--distribution=cyclic``); each task takes its role and
+  index from ``SLURM_PROCID`` and gets TF_CONFIG built from the node list
+  (``scontrol show hostnames $SLURM_JOB_NODELIST``), task k listening on PORT+k in the
+  console's order (ps, chief, workers). When the workers' step ends, the ps step is
+  stopped (the console's PS rule) and the job ends with the workers' status.
+
+Fail-fast is ``srun --kill-on-bad-exit=1``. The environment is the planners'
+(PYTHONUNBUFFERED, thread caps, NCCL/Gloo NIC from ``--interface`` or the hosts' common
+``interface``, the user's ``--env``, the step budget). Every value from the spec
+reaches the script through :func:`shlex.quote`; the only unquoted words are the
+script's own variables. ``example:NAME`` runs ``python3 -m console.examples.NAME_train``:
+distconsole must be installed for the nodes' Python (the script says so at its top).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from console.errors import UsageError
+from console.export.shape import JobShape
+from console.jobs.models import JobKind
+from console.jobs.paths import shell_word
+from console.jobs.plan_ddp import torchrun_command
+
+# #SBATCH values are read by sbatch, not a shell: only plain words are written there.
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:,+=-]*\Z")
+SBATCH_OPTIONS = ("partition", "account", "time")
+
+
+@dataclass(frozen=True, slots=True)
+class SbatchExport:
+    name: str
+    script: str
+    warnings: tuple[str, ...]
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}.sbatch"
+
+
+def sbatch_value_problem(value: str) -> str | None:
+    if _SBATCH_VALUE.match(value):
+        return None
+    return f"{value!r}: use letters, digits and . _ : , + = - (no spaces)"
+
+
+def _q(words: list[str] | tuple[str, ...]) -> str:
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _program(shape: JobShape) -> list[str]:
+    module = shape.example_module
+    if module is not None:
+        return [shape.python, "-m", module]
+    if shape.spec.program.endswith(".py"):
+        return [shape.python, shape.spec.program]
+    return [shape.spec.program]
+
+
+def _torchrun_target(shape: JobShape) -> list[str]:
+    module = shape.example_module
+    if module is not None:
+        return ["-m", module]
+    if shape.spec.program.endswith(".py"):
+        return [shape.spec.program]
+    return ["--no-python", shape.spec.program]
+
+
+def _kill_on_bad_exit(shape: JobShape) -> str:
+    return f"--kill-on-bad-exit={1 if shape.spec.fail_fast else 0}"
+
+
+def _ddp(shape: JobShape) -> list[str]:
+    port = shape.master_port
+    torchrun = _q(torchrun_command(shape.python))
+    return [
+        'head="${nodes[0]}"',
+        f'export MASTER_ADDR="$head" MASTER_PORT={port}',
+        f"srun {_kill_on_bad_exit(shape)} --ntasks-per-node=1 \\",
+        f'  {torchrun} --nnodes "$SLURM_NNODES" --nproc-per-node {shape.gpus_per_node} \\',
+        f'  --rdzv-id "$SLURM_JOB_ID" --rdzv-backend c10d --rdzv-endpoint "$head:{port}" \\',
+        f"  {_q([*_torchrun_target(shape), *shape.args])}",
+    ]
+
+
+def _mpi(shape: JobShape) -> list[str]:
+    return [
+        f"srun --mpi=pmix {_kill_on_bad_exit(shape)} --ntasks-per-node={shape.gpus_per_node} \\",
+        f"  {_q([*_program(shape), *shape.args])}",
+    ]
+
+
+# One PS task: its role from the step ($1) and SLURM_PROCID, TF_CONFIG from the cluster
+# the batch script built; then the program ("$@" after the role).
+_PS_TASK = """\
+k=$SLURM_PROCID
+if [ "$1" = ps ]; then type=ps; index=$k
+elif [ "$DC_CHIEF" = 1 ] && [ "$k" = 0 ]; then type=chief; index=0
+else type=worker; index=$((k - DC_CHIEF)); fi
+shift
+export DISTCONSOLE_TASK_TYPE=$type DISTCONSOLE_TASK_INDEX=$index
+this="{\\"type\\":\\"$type\\",\\"index\\":$index}"
+export TF_CONFIG="{\\"cluster\\":$DC_CLUSTER,\\"task\\":$this}"
+exec "$@"
+"""
+
+
+def _ps(shape: JobShape) -> list[str]:
+    chief = 1 if shape.spec.chief else 0
+    base = shape.master_port
+    kill = _kill_on_bad_exit(shape)
+    program = _q([*_program(shape), *shape.args])
+    return [
+        f"# Task k of the console's order (ps, chief, workers) listens on its node at {base}+k;",
+        "# each step places its tasks round-robin over the nodes, as TF_CONFIG says.",
+        f"ps_tasks={shape.ps_tasks} chief={chief} workers={shape.workers} port={base}",
+        'address() { echo "\\"${nodes[$(($1 % ${#nodes[@]}))]}:$2\\""; }',
+        'join() { local IFS=,; echo "$*"; }',
+        "ps=() chief_list=() worker=()",
+        'for ((i = 0; i < ps_tasks; i++)); do ps+=("$(address "$i" "$((port + i))")"); done',
+        "for ((i = 0; i < chief + workers; i++)); do",
+        '  a=$(address "$i" "$((port + ps_tasks + i))")',
+        '  if ((i < chief)); then chief_list+=("$a"); else worker+=("$a"); fi',
+        "done",
+        'DC_CLUSTER="{\\"ps\\":[$(join "${ps[@]}")],\\"worker\\":[$(join "${worker[@]}")]"',
+        'if ((chief)); then DC_CLUSTER+=",\\"chief\\":[$(join "${chief_list[@]}")]"; fi',
+        'DC_CLUSTER+="}"',
+        "export DC_CLUSTER DC_CHIEF=$chief",
+        f"task={shlex.quote(_PS_TASK)}",
+        "step_nodes() { echo $(($1 < ${#nodes[@]} ? $1 : ${#nodes[@]})); }",
+        f'srun --overlap {kill} --ntasks="$ps_tasks" --relative=0 \\',
+        '  --nodes="$(step_nodes "$ps_tasks")" \\',
+        f'  --distribution=cyclic bash -c "$task" task ps {program} &',
+        "ps_step=$!",
+        "status=0",
+        f'srun --overlap {kill} --ntasks="$((chief + workers))" --relative=0 \\',
+        '  --nodes="$(step_nodes "$((chief + workers))")" \\',
+        f'  --distribution=cyclic bash -c "$task" task worker {program} || status=$?',
+        "# The PS rule: ps tasks serve until told to stop; the job is done with the workers.",
+        'kill -TERM "$ps_step" 2>/dev/null || true',
+        'wait "$ps_step" 2>/dev/null || true',
+        'exit "$status"',
+    ]
+
+
+def sbatch_export(
+    shape: JobShape,
+    *,
+    partition: str | None = None,
+    account: str | None = None,
+    time: str | None = None,
+) -> SbatchExport:
+    """The batch script; UsageError names a bad ``--partition/--account/--time``."""
+    extra = {"partition": partition, "account": account, "time": time}
+    for option, value in extra.items():
+        problem = sbatch_value_problem(value) if value is not None else None
+        if problem:
+            raise UsageError(f"--{option}", problem)
+    spec = shape.spec
+    name = spec.display_name  # job-name rules: letters, digits, '.', '_', '-'
+    kind = shape.kind
+    nodes = shape.nodes
+    lines = [
+        "#!/bin/bash",
+        f"# {kind.value} job {name}: {nodes} node(s) x {shape.gpus_per_node} GPU(s), "
+        "written by `distconsole export --to sbatch`. Submit: sbatch THIS_FILE",
+    ]
+    if shape.example_module is not None:
+        lines.append(
+            f"# {spec.program} runs `{shape.python} -m {shape.example_module}`: distconsole "
+            "must be installed for the nodes' Python."
+        )
+    lines.append(f"#SBATCH --job-name={name}")
+    if kind is JobKind.PS:
+        # Two steps (ps; chief and workers), each round-robin over the nodes: every
+        # node holds as many tasks as the larger step puts on its first node.
+        largest = max(shape.ps_tasks, shape.workers + (1 if spec.chief else 0))
+        nodes = min(nodes, largest)
+        per_node = -(-largest // nodes)
+        lines += [f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={per_node}"]
+    elif kind is JobKind.DDP:
+        lines += [f"#SBATCH --nodes={nodes}", "#SBATCH --ntasks-per-node=1"]
+    else:
+        lines += [f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={shape.gpus_per_node}"]
+    lines.append(f"#SBATCH --gpus-per-node={shape.gpus_per_node}")
+    lines.append("#SBATCH --output=%x-%j.out")
+    lines += [f"#SBATCH --{k}={v}" for k, v in extra.items() if v is not None]
+    lines += ["", "set -euo pipefail"]
+    if spec.workdir:
+        lines.append(f"cd {shell_word(spec.workdir)}")
+    for key, value in shape.env(shape.interface).items():
+        lines.append(f"export {key}={shlex.quote(value)}")
+    if kind in (JobKind.DDP, JobKind.PS):
+        lines.append('mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
+    body = {JobKind.DDP: _ddp, JobKind.MPI: _mpi, JobKind.HOROVOD: _mpi, JobKind.PS: _ps}
+    lines += body[kind](shape)
+    warnings = list(shape.warnings)
+    if spec.workdir and spec.workdir.startswith("~"):
+        warnings.append(f"--workdir {spec.workdir} is the submitting user's home on the nodes")
+    return SbatchExport(name=name, script="\n".join(lines) + "\n", warnings=tuple(warnings))
