@@ -13,7 +13,6 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_conne
 from console.ui.inbox import Inbox
 from console.ui.jobs_service import JobRow, JobsService
 from console.ui.messages import HostStatusesArrived, HostViewsArrived, JobRowsArrived, OpenLogs
+from console.ui.palette import palette_commands
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen, KeyHelp, keys_by_screen
 from console.ui.screens.host_detail import HostDetailScreen
@@ -316,49 +316,8 @@ class DistConsoleApp(App[int]):
         self.notify(f"Theme: {name}", timeout=2)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield SystemCommand(
-            "Hosts", "Show every host and its connection state", self.action_show_hosts
-        )
-        yield SystemCommand("GPUs", "Show every GPU of every host, live", self.action_show_gpus)
-        yield SystemCommand("Jobs", "Show every job: state, hosts, ranks", self.action_show_jobs)
-        yield SystemCommand("Launch", "Open the launch form for a new job", self.action_launch)
-        yield SystemCommand(
-            "Reconnect all",
-            "Retry every host that is not up now, without waiting for the back-off",
-            self.hosts_screen.action_reconnect_all,
-        )
-        yield SystemCommand(
-            "Stop the selected job",
-            "Jobs screen: stop the job under the cursor (asks first)",
-            self.stop_selected_job,
-        )
-        yield SystemCommand(
-            "Logs of the selected job",
-            "Jobs screen: follow every rank's log of the job under the cursor",
-            self.logs_of_selected_job,
-        )
-        yield SystemCommand(
-            "Filter GPU hosts",
-            "GPU screen: show only hosts whose name or tag matches",
-            self.filter_gpus,
-        )
-        yield SystemCommand(
-            "Screenshot",
-            f"Save an SVG of the screen in {self.services.screenshot_dir}",
-            # After the palette has gone, or the picture is of the palette.
-            lambda: self.call_after_refresh(self.action_save_screenshot),
-        )
-        yield SystemCommand("Help", "List this app's keys, by screen", self.action_help)
-        yield SystemCommand(
-            "Next theme", "Switch to the next distconsole theme", self.action_cycle_theme
-        )
-        for bundled in bundled_themes():
-            yield SystemCommand(
-                f"Theme: {bundled.name}",
-                f"Switch to the {bundled.name} theme",
-                partial(self.set_theme, bundled.name),
-            )
-        # Textual's own screenshot (to a downloads folder, silently) is replaced above;
+        yield from palette_commands(self)
+        # Textual's own screenshot (to a downloads folder, silently) is replaced by ours;
         # its "Keys" panel lists Textual's bindings, not this app's (that is `?`).
         for command in super().get_system_commands(screen):
             if command.title not in ("Screenshot", "Keys"):

@@ -198,6 +198,7 @@ async def test_palette_stop_logs_filter_theme_and_screens(size: tuple[int, int])
 
         await pilot.press("h")
         await run_command(pilot, app, "logs of the selected")
+        assert app.current_mode == "jobs"  # the logs open over the jobs screen
         # No cluster in this app: the logs path answers, naming why there is nothing.
         notes = [str(n.message) for n in app._notifications]
         assert any("no logs to follow" in note for note in notes), notes

@@ -24,6 +24,7 @@ from console.jobs.models import JobState
 from console.transport.base import HostState, HostStatus
 from console.ui.app import DistConsoleApp
 from console.ui.jobs_service import JobRow
+from console.ui.screens.help import HelpScreen
 from console.ui.screens.launch import LaunchScreen
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 50), id="200x50")]
@@ -69,6 +70,15 @@ async def test_typing_app_letters_in_the_program_field_types_them(size: tuple[in
         assert program.value == "ghjqlt?.py"
         assert app.screen is screen and app.is_running
         assert app.theme == "distconsole-dark"  # `t` did not cycle the theme
+        # `?` is typed here, so f1 is the form's help key.
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert app.screen.keys[0].scope == "Everywhere"
+        assert any(k.scope == "Launch form (l): this screen" for k in app.screen.keys)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen and program.value == "ghjqlt?.py"
 
 
 @pytest.mark.parametrize("size", SIZES)

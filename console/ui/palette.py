@@ -1,0 +1,58 @@
+"""The command palette's own commands (`:` or ctrl+p): every action of the app, by name,
+from any screen; the app adds Textual's (quit, theme picker) after them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.app import SystemCommand
+
+from console.ui.theming import bundled_themes
+
+if TYPE_CHECKING:
+    from console.ui.app import DistConsoleApp
+
+
+def palette_commands(app: DistConsoleApp) -> Iterator[SystemCommand]:
+    yield SystemCommand("Hosts", "Show every host and its connection state", app.action_show_hosts)
+    yield SystemCommand("GPUs", "Show every GPU of every host, live", app.action_show_gpus)
+    yield SystemCommand("Jobs", "Show every job: state, hosts, ranks", app.action_show_jobs)
+    yield SystemCommand("Launch", "Open the launch form for a new job", app.action_launch)
+    yield SystemCommand(
+        "Reconnect all",
+        "Retry every host that is not up now, without waiting for the back-off",
+        app.hosts_screen.action_reconnect_all,
+    )
+    yield SystemCommand(
+        "Stop the selected job",
+        "Jobs screen: stop the job under the cursor (asks first)",
+        app.stop_selected_job,
+    )
+    yield SystemCommand(
+        "Logs of the selected job",
+        "Jobs screen: follow every rank's log of the job under the cursor",
+        app.logs_of_selected_job,
+    )
+    yield SystemCommand(
+        "Filter GPU hosts",
+        "GPU screen: show only hosts whose name or tag matches",
+        app.filter_gpus,
+    )
+    yield SystemCommand(
+        "Screenshot",
+        f"Save an SVG of the screen in {app.services.screenshot_dir}",
+        # After the palette has gone, or the picture is of the palette.
+        lambda: app.call_after_refresh(app.action_save_screenshot),
+    )
+    yield SystemCommand("Help", "List this app's keys, by screen", app.action_help)
+    yield SystemCommand(
+        "Next theme", "Switch to the next distconsole theme", app.action_cycle_theme
+    )
+    for bundled in bundled_themes():
+        yield SystemCommand(
+            f"Theme: {bundled.name}",
+            f"Switch to the {bundled.name} theme",
+            partial(app.set_theme, bundled.name),
+        )
