@@ -217,6 +217,14 @@ async def test_the_screen_is_usable_at_its_size(size: tuple[int, int]) -> None:
         assert "step 30/30" in view.render_line(view.size.height - 1).text
         # The newest line is on screen and the summary says where the job is.
         assert "rank 0 30/30" in str(summary.render())
+        # A line wider than the view brings a scrollbar; the newest line stays in view.
+        wide = LogLine("d-1", "node0", 0, 0, "stdout", "wide " + "y" * 300, FROZEN_NOW)
+        screen.apply_batches([LogBatch("node0", (wide,), received=FROZEN_NOW)])
+        await pilot.pause()
+        await pilot.pause()
+        assert view.show_horizontal_scrollbar
+        last = view.scrollable_content_region.height - 1
+        assert "│ wide yyy" in view.render_line(last).text
 
 
 def free_port() -> int:

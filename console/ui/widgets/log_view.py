@@ -169,6 +169,11 @@ class LazyLogView(ScrollView, can_focus=True):
         super().watch_scroll_y(old_value, new_value)
         self._at_end = new_value >= self.max_scroll_y
 
+    def watch_show_horizontal_scrollbar(self, _old: bool, _new: bool) -> None:
+        # A line wider than the view brings a scrollbar that takes the bottom row.
+        if self._at_end:
+            self.call_after_refresh(self.scroll_end, animate=False, x_axis=False)
+
     def on_resize(self, _event: Resize) -> None:
         if self.wrap and self.scrollable_content_region.width != self._fold_width:
             self._count_rows()
