@@ -254,7 +254,14 @@ class SshConnection(HostConnection):
             latency = await self.round_trip_ms()
             if latency is None or conn is not self._conn:
                 return
-            self._set(HostState.UP, "", latency_ms=latency)
+            self._note_latency(latency)
+
+    def _note_latency(self, ms: float) -> None:
+        """A fresh round trip, kept without an announcement (as :meth:`touch`): the
+        state did not change, and listeners take announcements as state changes (the
+        GPU monitor would wake and retry its sampler). Readers of ``status`` see it."""
+        s = self._status
+        self._status = HostStatus(s.name, s.state, s.reason, ms, s.since, time.time())
 
     async def maintain(self) -> None:
         """Connect and keep connecting until :meth:`close` (run as a background task)."""

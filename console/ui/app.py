@@ -139,6 +139,7 @@ class DistConsoleApp(App[int]):
         if self.startup_notice:
             self.notify(self.startup_notice, timeout=15)
         if self._connections_factory is not None:
+            self.set_interval(self.services.settings.refresh_s, self._refresh_latencies)
             self.run_worker(
                 self._follow_host_statuses(self._connections_factory),
                 name="host-statuses",
@@ -210,6 +211,24 @@ class DistConsoleApp(App[int]):
         changed = self.store.apply_jobs(rows)
         if changed:
             self.jobs_screen.apply_rows(changed)
+
+    def _refresh_latencies(self) -> None:
+        """The transport re-measures latency without announcing it (no state changed):
+        read the figures from the connections and pass on the hosts whose moved."""
+        connections = self.services.connections
+        if connections is None:
+            return
+        known = self.store.statuses
+        moved = [
+            status
+            for name, status in connections.statuses().items()
+            if name in known
+            # Same state only: a state change arrives as an event, in its order.
+            and status.state is known[name].state
+            and status.latency_ms != known[name].latency_ms
+        ]
+        if moved:
+            self.apply_statuses(moved)
 
     def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
         self.apply_statuses(self.statuses_inbox.take())

@@ -1,6 +1,7 @@
 """The hosts screen's Latency column follows the connection, at 80x24 and 200x50: real
-OpenSSH sshd, the transport re-measuring every keepalive interval, the app's store, the
-row's cell. A host that stalls shows a slow figure, then a quick one again."""
+OpenSSH sshd, the transport re-measuring every keepalive interval, the app reading the
+figures each refresh into its store, the row's cell. A host that stalls shows a slow
+figure, then a quick one again."""
 
 from __future__ import annotations
 
