@@ -23,7 +23,7 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.errors import ConsoleError, UsageError
-from console.export import job_shape, kubeflow_export, sbatch_export, to_yaml
+from console.export import job_shape, kubeflow, kubeflow_export, sbatch, sbatch_export, to_yaml
 from console.export.kubeflow import APIS
 
 TARGETS = ("kubeflow", "sbatch")
@@ -74,14 +74,20 @@ def render(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...]]:
     if args.to not in TARGETS:
         shown = f"{args.to!r}: " if args.to else ""
         raise UsageError("--to", f"{shown}choose one of {', '.join(TARGETS)}")
+    # The export's own options first: a typo there is named whatever the job is.
+    if args.to == "kubeflow":
+        _refuse_other_target(args, "kubeflow", ("partition", "account", "time"))
+        kubeflow.check_options(
+            api=args.api, image=args.image, namespace=args.namespace, runtime=args.runtime
+        )
+    else:
+        _refuse_other_target(args, "sbatch", ("image", "namespace", "runtime"))
+        sbatch.check_options(partition=args.partition, account=args.account, time=args.time)
     spec = spec_from_args(args)
     inv = inventory_module.load(args.inventory)
     with naming_options():
         shape = job_shape(spec, inv)
     if args.to == "kubeflow":
-        _refuse_other_target(args, "kubeflow", ("partition", "account", "time"))
-        if args.api not in APIS:
-            raise UsageError("--api", f"{args.api!r}: choose one of {', '.join(APIS)}")
         manifest = kubeflow_export(
             shape,
             api=args.api,
@@ -90,7 +96,6 @@ def render(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...]]:
             runtime=args.runtime,
         )
         return manifest.file_name, to_yaml([manifest.manifest]), manifest.warnings
-    _refuse_other_target(args, "sbatch", ("image", "namespace", "runtime"))
     script = sbatch_export(shape, partition=args.partition, account=args.account, time=args.time)
     return script.file_name, script.script, script.warnings
 

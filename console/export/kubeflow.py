@@ -350,16 +350,10 @@ def _workdir(shape: JobShape, api: Api, warnings: list[str]) -> str | None:
     return workdir
 
 
-def kubeflow_export(
-    shape: JobShape,
-    *,
-    api: Api = "trainer-v2",
-    image: str | None = None,
-    namespace: str | None = None,
-    runtime: str | None = None,
-) -> KubeflowExport:
-    """The manifest of ``shape`` for ``api``. UsageError names the option that is
-    missing or wrong (``--image``, ``--namespace``, ``--runtime``, ``--api``)."""
+def check_options(
+    *, api: str, image: str | None, namespace: str | None, runtime: str | None
+) -> None:
+    """The options' own values, before any job is looked at (UsageError names one)."""
     if api not in APIS:
         raise UsageError("--api", f"{api!r}: choose one of {', '.join(APIS)}")
     for option, value, check in (
@@ -372,6 +366,19 @@ def kubeflow_export(
             raise UsageError(option, problem)
     if runtime is not None and api != "trainer-v2":
         raise UsageError("--runtime", "names a ClusterTrainingRuntime: only with --api trainer-v2")
+
+
+def kubeflow_export(
+    shape: JobShape,
+    *,
+    api: Api = "trainer-v2",
+    image: str | None = None,
+    namespace: str | None = None,
+    runtime: str | None = None,
+) -> KubeflowExport:
+    """The manifest of ``shape`` for ``api``. UsageError names the option that is
+    missing or wrong (``--image``, ``--namespace``, ``--runtime``, ``--api``)."""
+    check_options(api=api, image=image, namespace=namespace, runtime=runtime)
     spec = shape.spec
     if api == "trainer-v2" and shape.kind is JobKind.PS:
         raise UsageError(

@@ -18,7 +18,8 @@ the inventory, see :mod:`console.export.shape`):
 
 Fail-fast is ``srun --kill-on-bad-exit=1``. The environment is the planners'
 (PYTHONUNBUFFERED, thread caps, NCCL/Gloo NIC from ``--interface`` or the hosts' common
-``interface``, the user's ``--env``, the step budget). Every value from the spec
+``interface``, for MPI also OMPI_MCA_btl_tcp_if_include, the user's ``--env``, the step
+budget). Every value from the spec
 reaches the script through :func:`shlex.quote`; the only unquoted words are the
 script's own variables. ``example:NAME`` runs ``python3 -m console.examples.NAME_train``:
 distconsole must be installed for the nodes' Python (the script says so at its top).
@@ -157,6 +158,14 @@ def _ps(shape: JobShape) -> list[str]:
     ]
 
 
+def check_options(**values: str | None) -> None:
+    """``partition``/``account``/``time`` are plain words (UsageError names the option)."""
+    for option, value in values.items():
+        problem = sbatch_value_problem(value) if value is not None else None
+        if problem:
+            raise UsageError(f"--{option}", problem)
+
+
 def sbatch_export(
     shape: JobShape,
     *,
@@ -166,10 +175,7 @@ def sbatch_export(
 ) -> SbatchExport:
     """The batch script; UsageError names a bad ``--partition/--account/--time``."""
     extra = {"partition": partition, "account": account, "time": time}
-    for option, value in extra.items():
-        problem = sbatch_value_problem(value) if value is not None else None
-        if problem:
-            raise UsageError(f"--{option}", problem)
+    check_options(**extra)
     spec = shape.spec
     name = spec.display_name  # job-name rules: letters, digits, '.', '_', '-'
     kind = shape.kind
@@ -202,7 +208,11 @@ def sbatch_export(
     lines += ["", "set -euo pipefail"]
     if spec.workdir:
         lines.append(f"cd {shell_word(spec.workdir)}")
-    for key, value in shape.env(shape.interface).items():
+    env = shape.env(shape.interface)
+    if kind in (JobKind.MPI, JobKind.HOROVOD) and shape.interface:
+        # Open MPI's TCP traffic on the same NIC (mpirun's --mca btl_tcp_if_include).
+        env = {"OMPI_MCA_btl_tcp_if_include": shape.interface, **env}
+    for key, value in env.items():
         lines.append(f"export {key}={shlex.quote(value)}")
     if kind in (JobKind.DDP, JobKind.PS):
         lines.append('mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
