@@ -87,7 +87,12 @@ def job_shape(spec: JobSpec, inventory: Inventory) -> JobShape:
     (``gpus_per_host`` when the chosen hosts differ in GPUs, ``total_steps`` when the
     budget cannot be shared)."""
     p = place(spec, inventory, _PLACEMENT_ID)
-    warnings = [w for w in p.warnings if "cannot reach" not in w]
+    # Not p.warnings: they are about SSH addresses, which an export does not use.
+    warnings = [
+        f"{h.name}: {h.slots} GPUs per node requested but the inventory lists {h.host.gpus}"
+        for h in p.hosts
+        if isinstance(h.host.gpus, int) and h.slots > h.host.gpus
+    ]
     slots = {h.slots for h in p.hosts}
     if len(slots) > 1:
         counts = ", ".join(f"{h.name} {h.slots}" for h in p.hosts)

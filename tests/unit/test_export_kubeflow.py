@@ -355,3 +355,21 @@ def test_nodes_must_be_alike(inventory: Inventory) -> None:
     # One number for every node makes them alike.
     shape = job_shape(make_spec(**spec, gpus_per_host=2), inventory)
     assert (shape.nodes, shape.gpus_per_node, shape.world_size) == (2, 2, 4)
+
+
+def test_warnings_are_about_the_export(tmp_path: Path) -> None:
+    # The first host on loopback matters to SSH jobs only; more GPUs than listed matters.
+    path = tmp_path / "hosts.yaml"
+    path.write_text(
+        "hosts:\n"
+        "  - {name: here, address: local, gpus: 2}\n"
+        "  - {name: there, address: 10.0.0.5, gpus: 2}\n"
+    )
+    inventory = load_inventory(str(path))
+    shape = job_shape(make_spec(kind="ddp", program="t.py"), inventory)
+    assert shape.warnings == ()
+    shape = job_shape(make_spec(kind="ddp", program="t.py", gpus_per_host=4), inventory)
+    assert shape.warnings == (
+        "here: 4 GPUs per node requested but the inventory lists 2",
+        "there: 4 GPUs per node requested but the inventory lists 2",
+    )
