@@ -243,13 +243,6 @@ async def test_holding_down_in_the_forms_host_list_loses_no_press(size: tuple[in
 
 
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect in screens/cluster.py (not this file's owner): _move() reads "
-    "self.focused and calls Widget.focus(), which Textual applies later (call_later), so "
-    "every queued Down sees the same panel: 50 presses move one host. Fix: "
-    "self.set_focus(target) (synchronous), then target.scroll_visible()",
-)
 async def test_holding_down_on_the_gpu_screen_loses_no_press(size: tuple[int, int]) -> None:
     app = make_app(hosts=MANY)
     async with app.run_test(size=size) as pilot:

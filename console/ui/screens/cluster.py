@@ -288,7 +288,8 @@ class ClusterScreen(Screen[None]):
         current = self.focused
         index = shown.index(current) if isinstance(current, HostPanel) and current in shown else -1
         target = shown[(index + step) % len(shown)] if index >= 0 else shown[0]
-        target.focus()
+        # Focus now, not later (Widget.focus defers): a held key's next press reads it.
+        self.set_focus(target, scroll_visible=False)
         target.scroll_visible()
 
     def action_next_panel(self) -> None:
