@@ -75,4 +75,11 @@ async def test_logs_of_a_running_job_show_every_rank_and_its_steps(
         steps = logs.query_one("#steps-table", DataTable)
         ranks = {steps.get_row_at(i)[0].plain for i in range(steps.row_count)}
         assert {"r0", "r1"} <= ranks
+        # Steps/s and Lag fill in from the example's own lines (issue 9).
+        header = [str(column.label) for column in steps.columns.values()]
+        for i in range(steps.row_count):
+            row = [cell.plain for cell in steps.get_row_at(i)]
+            if row[0] in ("r0", "r1"):
+                assert float(row[header.index("Steps/s")]) > 0
+                assert row[header.index("Lag")].isdigit()
         await app.jobs.stop(job.id)
