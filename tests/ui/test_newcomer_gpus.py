@@ -170,6 +170,10 @@ async def test_attention_view_shows_what_needs_a_look_or_says_nothing_does(
         assert screen.visible_hosts() == ["node0", "node1", "node3"]
         node0 = [ln for ln in panel_text(screen, "node0").splitlines() if "A100" in ln]
         assert len(node0) == 1 and "idle under a job" in node0[0]
+        # On screen, whole: the alerts come before anything a narrow panel cuts.
+        shown = "\n".join(screen_lines(app))
+        assert "⚠ idle under a job" in shown and "⚠ hot, memory full" in shown
+        assert "ATTENTION VIEW" in shown  # the summary says so first, even at 80 columns
         # The spare host needs nothing: the filter and the attention view leave no host.
         await pilot.press("slash", *"spare", "enter")
         await pilot.pause()

@@ -227,7 +227,13 @@ class ClusterScreen(Screen[None]):
         utils = sum(s.util_count for s in stats)
         memory = sum(s.memory_count for s in stats)
         attention = sum(s.attention for s in stats)
-        parts = [f"{total} hosts" + (f" ({down} down)" if down else ""), f"{gpus} GPUs"]
+        # What the view is narrowed to comes first: at 80 columns the line's end is cut.
+        parts = []
+        if self.attention_only:
+            parts.append("ATTENTION VIEW (a: all)")
+        if self.query_text:
+            parts.append(f"filter: {self.query_text!r}")
+        parts += [f"{total} hosts" + (f" ({down} down)" if down else ""), f"{gpus} GPUs"]
         if utils:
             parts.append(f"util avg {sum(s.util_sum for s in stats) / utils:.0f}%")
         if memory:
@@ -236,10 +242,6 @@ class ClusterScreen(Screen[None]):
             parts.append(f"{attention} GPUs need attention")
         if any(s.simulated for s in stats):
             parts.append("simulated GPUs")
-        if self.query_text:
-            parts.append(f"filter: {self.query_text!r}")
-        if self.attention_only:
-            parts.append("ATTENTION VIEW (a: all)")
         return "  ·  ".join(parts)
 
     # -- actions -------------------------------------------------------------------------

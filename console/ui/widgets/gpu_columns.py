@@ -43,16 +43,30 @@ class GpuColumns:
     def fit(cls, width: int, longest_name: int) -> GpuColumns:
         name = max(MIN_NAME, min(longest_name, MAX_NAME))
         free = width - FIXED - name
-        if free < TAIL - 4:
+        if free + 2 < TAIL:
             # Even the alerts would be cut: the name gives way, down to a readable stub.
-            name = max(MIN_NAME, name - (TAIL - 4 - free))
+            name = max(MIN_NAME, name - (TAIL - 2 - free))
             free = width - FIXED - name
         for bar, tail in ((BAR, WIDE_TAIL), (BAR, TAIL), (BAR // 2, TAIL)):
             room = free - 2 * bar - tail
             if room >= MIN_SPARK:
                 return cls(name, bar, min(HISTORY, room))
-        room = free - TAIL
+        # Figures only: without bars to set them apart, one space after each is enough.
+        room = free + 2 - TAIL
         return cls(name, 0, min(HISTORY, room) if room >= MIN_SPARK else 0)
+
+    @property
+    def gap(self) -> int:
+        """Spaces after the utilization and the memory figures."""
+        return 2 if self.bar else 1
+
+    @property
+    def util_width(self) -> int:
+        return self.bar + UTIL_FIGURE - 2 + self.gap
+
+    @property
+    def memory_width(self) -> int:
+        return self.bar + MEMORY_FIGURE - 2 + self.gap
 
 
 DEFAULT_COLUMNS = GpuColumns(16, BAR, 16)
@@ -60,13 +74,13 @@ DEFAULT_COLUMNS = GpuColumns(16, BAR, 16)
 
 def header_text(columns: GpuColumns) -> Text:
     """Column headings over the GPU lines, at the same widths."""
-    util = "utilization" if columns.bar + UTIL_FIGURE >= 12 else "util"
-    memory = "memory used/total" if columns.bar + MEMORY_FIGURE >= 18 else "memory"
+    util = "utilization" if columns.util_width >= 12 else "util"
+    memory = "memory used/total" if columns.memory_width >= 18 else "memory"
     parts = [
         f"{'#':>2} ",
         f"{'GPU':<{columns.name}} ",
-        f"{util:<{columns.bar + UTIL_FIGURE}}",
-        f"{memory:<{columns.bar + MEMORY_FIGURE}}",
+        f"{util:<{columns.util_width}}",
+        f"{memory:<{columns.memory_width}}",
         f"{'temp':>{TEMP_FIGURE}}",
         f" {'power W':>{POWER_FIGURE - 2}} ",
     ]

@@ -305,12 +305,13 @@ class HostPanel(Widget, can_focus=True):
         if columns.bar:
             fraction = None if util is None else util / 100
             line.append(bar(fraction, columns.bar), style=theme.primary or "")
-        line.append(f" {NOT_REPORTED if util is None else f'{util:.0f}%':>4}  ")
+        gap = " " * columns.gap
+        line.append(f" {NOT_REPORTED if util is None else f'{util:.0f}%':>4}{gap}")
         mem_style = theme.warning if memory is not None and memory >= 0.9 else theme.secondary
         if columns.bar:
             line.append(bar(memory, columns.bar), style=mem_style or "")
         used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
-        line.append(f" {used:>11}  ")
+        line.append(f" {used:>11}{gap}")
         temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
         alerts = gpu_alerts(gpu, self.thresholds)
         hot = "hot" in alerts
@@ -326,7 +327,9 @@ class HostPanel(Widget, can_focus=True):
             colour = state_colour(theme, "down")
             line.append("  ⚠ " + ", ".join(alerts), style=f"bold {colour}")
         labels = sorted({one_line(process_label(p)) for p in gpu.processes})
-        if labels:
+        # Figures only (a narrow panel): the process lines below name them; here they
+        # would only push an alert into the cut.
+        if labels and (columns.spark or not alerts):
             line.append("  " + ", ".join(labels))
         return line
 
