@@ -358,10 +358,11 @@ class DistConsoleApp(App[int]):
             return
         action()
 
-    def filter_gpus(self) -> None:
-        self.switch_mode("gpus")
-        # The first switch mounts the screen: its filter box exists after that refresh.
-        self.call_after_refresh(self.cluster_screen.action_filter)
+    def run_on(self, mode: str, action: Callable[[], None]) -> None:
+        """Show a top-level screen, then run one of its actions (from the palette)."""
+        self.switch_mode(mode)
+        # The first switch mounts the screen: its widgets exist after that refresh.
+        self.call_after_refresh(action)
 
     def action_save_screenshot(self) -> None:
         """An SVG of the current screen in ``services.screenshot_dir``; says where."""

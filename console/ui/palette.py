@@ -36,9 +36,19 @@ def palette_commands(app: DistConsoleApp) -> Iterator[SystemCommand]:
         app.logs_of_selected_job,
     )
     yield SystemCommand(
+        "Reconnect the selected host",
+        "Hosts screen: retry the host under the cursor now",
+        partial(app.run_on, "hosts", app.hosts_screen.action_reconnect),
+    )
+    yield SystemCommand(
         "Filter GPU hosts",
         "GPU screen: show only hosts whose name or tag matches",
-        app.filter_gpus,
+        partial(app.run_on, "gpus", app.cluster_screen.action_filter),
+    )
+    yield SystemCommand(
+        "Attention view",
+        "GPU screen: only the GPUs that need a look (hot, memory full, idle under a job)",
+        partial(app.run_on, "gpus", app.cluster_screen.action_toggle_attention),
     )
     yield SystemCommand(
         "Screenshot",

@@ -144,6 +144,8 @@ async def test_the_palette_offers_every_action(size: tuple[int, int]) -> None:
             "Stop the selected job",
             "Logs of the selected job",
             "Filter GPU hosts",
+            "Attention view",
+            "Reconnect the selected host",
             "Screenshot",
             "Next theme",
             "Theme: distconsole-light",
@@ -203,6 +205,11 @@ async def test_palette_stop_logs_filter_theme_and_screens(size: tuple[int, int])
         notes = [str(n.message) for n in app._notifications]
         assert any("no logs to follow" in note for note in notes), notes
 
+        await run_command(pilot, app, "reconnect the selected")
+        assert app.screen is app.hosts_screen
+        notes = [str(n.message) for n in app._notifications]
+        assert any("Not connected to any host" in note for note in notes), notes
+
         await run_command(pilot, app, "filter gpu")
         assert isinstance(app.screen, ClusterScreen)
         box = app.screen.query_one("#filter", Input)
@@ -211,6 +218,11 @@ async def test_palette_stop_logs_filter_theme_and_screens(size: tuple[int, int])
         await pilot.pause()
         assert app.screen.query_text == "rack2"
         await pilot.press("enter")
+
+        await run_command(pilot, app, "attention view")
+        assert isinstance(app.screen, ClusterScreen) and app.screen.attention_only
+        await pilot.press("a")  # the screen's own key turns it off again
+        assert not app.screen.attention_only
 
         await run_command(pilot, app, "theme: distconsole-light")
         assert app.theme == "distconsole-light"
