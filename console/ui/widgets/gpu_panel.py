@@ -43,6 +43,8 @@ from console.ui.widgets.gpu_text import (
     one_line,
     process_label,
     short_gpu_name,
+    spark_char,
+    spark_text,
     sparkline,
 )
 
@@ -83,6 +85,9 @@ class HostPanel(Widget, can_focus=True):
         self._clock = clock
         self.thresholds = thresholds
         self.history: dict[int, deque[float | None]] = {}
+        # The same history as blocks, made once per sample: a wide history line is a
+        # join of these, not 100+ conversions per GPU per sample.
+        self._spark: dict[int, deque[str]] = {}
         self.columns = DEFAULT_COLUMNS
         self.name_width = 0  # the longest GPU name of the cluster (the screen says)
         self.status: HostStatus | None = None  # the connection's, for a panel without sample
@@ -104,9 +109,9 @@ class HostPanel(Widget, can_focus=True):
         if sample is not None and sample.time != self._last_sample_time and not view.stale:
             self._last_sample_time = sample.time
             for gpu in sample.gpus:
-                self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(
-                    gpu.utilization_gpu
-                )
+                util = gpu.utilization_gpu
+                self.history.setdefault(gpu.index, deque(maxlen=HISTORY)).append(util)
+                self._spark.setdefault(gpu.index, deque(maxlen=HISTORY)).append(spark_char(util))
         if self.in_view():
             self.view = view
         else:
@@ -287,7 +292,7 @@ class HostPanel(Widget, can_focus=True):
         return strip
 
     def _cached_gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
-        spark = sparkline(self.history.get(gpu.index, deque()), self.columns.spark)
+        spark = spark_text(self._spark.get(gpu.index, []), self.columns.spark)
         kept = self._rows.get(gpu.index)
         if kept is not None and kept[1] == spark and kept[2] == theme.name and kept[0] == gpu:
             return kept[3]
@@ -320,7 +325,7 @@ class HostPanel(Widget, can_focus=True):
         limit = NOT_REPORTED if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
         line.append(f" {draw + '/' + limit + 'W':>10} ")
         if spark is None:
-            spark = sparkline(self.history.get(gpu.index, deque()), columns.spark)
+            spark = spark_text(self._spark.get(gpu.index, []), columns.spark)
         line.append(spark, style=theme.accent or "")
         # Alerts before process labels: a narrow panel cuts the labels, not the warning.
         if alerts:

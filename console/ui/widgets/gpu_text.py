@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from rich.text import Text
 
@@ -20,14 +21,21 @@ def bar(fraction: float | None, width: int = BAR) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
+def spark_char(value: float | None) -> str:
+    """One utilization percentage as a block of the history line (blank: not reported)."""
+    return " " if value is None else SPARK[1 + min(7, int(max(0.0, value) / 100 * 8 - 1e-9))]
+
+
 def sparkline(values: deque[float | None] | list[float | None], width: int = 16) -> str:
+    return spark_text([spark_char(v) for v in list(values)[-width:]], width)
+
+
+def spark_text(chars: deque[str] | list[str], width: int) -> str:
+    """The newest ``width`` characters of a history line, right-aligned."""
     if width <= 0:
         return ""
-    shown = list(values)[-width:]
-    chars = [
-        " " if v is None else SPARK[1 + min(7, int(max(0.0, v) / 100 * 8 - 1e-9))] for v in shown
-    ]
-    return "".join(chars).rjust(width)
+    skip = max(0, len(chars) - width)
+    return "".join(islice(chars, skip, None)).rjust(width)
 
 
 def gib(mib: float | None) -> str:
