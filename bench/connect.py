@@ -11,7 +11,12 @@ The hosts are an embedded demo cluster served by a separate process
 
 and the ratio sequential / pool (how many times faster the pool is).
 
-    python bench/connect.py [--hosts 8,32,64] [--repeat 3] [--max-parallel 32]
+Loopback has no round trip, so ``--rtt-ms R`` puts a delaying TCP proxy
+(``bench/delay_proxy.py``, its own process) in front of every host: each byte takes
+R/2 ms each way, as on a network with an R ms round trip (this kernel has no netem).
+The host keys stay verified: the known_hosts entries are rewritten for the proxies.
+
+    python bench/connect.py [--hosts 8,32,64] [--repeat 3] [--max-parallel 32] [--rtt-ms 50]
 """
 
 from __future__ import annotations
@@ -19,10 +24,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import select
+import signal
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import asyncssh
 from common import demo_cluster, demo_host_counts, positive_int
@@ -88,10 +98,48 @@ async def measure(
             f"{pool_up}/{count} {seq_up}/{count}",
             flush=True,
         )
-    print(
-        "(loopback has no round trip: each handshake here is CPU work on a shared machine; "
-        "over a network the sequential time also pays one connect latency per host)"
-    )
+
+
+PROXY_NET = "127.43.0."  # the proxies' addresses: one per demo host, same port
+
+
+@contextmanager
+def delayed(hosts: Sequence[Host], rtt_ms: float, folder: Path) -> Iterator[list[Host]]:
+    """``hosts`` reached through a delaying proxy each: (the hosts as the client sees them)."""
+    maps, seen = [], []
+    for i, host in enumerate(hosts):
+        proxy = f"{PROXY_NET}{i + 1}"
+        maps.append(f"{proxy}:{host.port}={host.address}:{host.port}")
+        seen.append((host, proxy))
+    known = folder / "known_hosts.proxied"
+    lines = []
+    for host, proxy in seen:
+        assert host.known_hosts is not None
+        for line in Path(host.known_hosts).read_text().splitlines():
+            if line.startswith(f"[{host.address}]:{host.port} "):
+                lines.append(line.replace(f"[{host.address}]", f"[{proxy}]", 1))
+    known.write_text("\n".join(dict.fromkeys(lines)) + "\n")
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("delay_proxy.py")),
+         "--delay-ms", f"{rtt_ms / 2:g}", *maps],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    if not ready or proc.stdout.readline().strip() != "ready":
+        proc.kill()
+        raise SystemExit("bench/connect.py: the delaying proxy did not start")
+    try:
+        yield [
+            h.model_copy(update={"address": proxy, "known_hosts": str(known)}) for h, proxy in seen
+        ]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,15 +147,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hosts", type=demo_host_counts, default=[8, 32, 64], metavar="N,N,..")
     parser.add_argument("--repeat", type=positive_int, default=3, metavar="R")
     parser.add_argument("--max-parallel", type=positive_int, default=32, metavar="M")
+    parser.add_argument(
+        "--rtt-ms", type=float, default=0.0, metavar="R", help="round trip added by a proxy"
+    )
     args = parser.parse_args(argv)
+    if not 0 <= args.rtt_ms <= 2000:
+        parser.error(f"--rtt-ms: must be 0..2000, got {args.rtt_ms:g}")
     with demo_cluster(max(args.hosts), "bench/connect.py") as (proc, inventory_path):
         hosts = load(inventory_path).hosts
         print(
-            f"connect bench: demo hosts served by pid {proc.pid} on 127.0.0.1; "
+            f"connect bench: demo hosts served by pid {proc.pid} on 127.42.0.x; "
             f"pool max_parallel={args.max_parallel}; median of {args.repeat}; "
-            f"{os.cpu_count()} CPUs"
+            f"{os.cpu_count()} CPUs; added round trip {args.rtt_ms:g} ms"
         )
-        asyncio.run(measure(hosts, args.hosts, args.repeat, args.max_parallel))
+        if args.rtt_ms > 0:
+            with delayed(hosts, args.rtt_ms, inventory_path.parent) as proxied:
+                asyncio.run(measure(proxied, args.hosts, args.repeat, args.max_parallel))
+        else:
+            asyncio.run(measure(hosts, args.hosts, args.repeat, args.max_parallel))
+            print(
+                "(loopback has no round trip: each handshake is CPU work on a shared "
+                "machine; --rtt-ms R adds a network's round trips)"
+            )
     return 0
 
 

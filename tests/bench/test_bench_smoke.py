@@ -19,6 +19,7 @@ pytestmark = pytest.mark.slow
 
 RUNS = {
     "connect": (["--hosts", "2", "--repeat", "1"], "ratio"),
+    "connect --rtt-ms": (["--hosts", "2", "--repeat", "1", "--rtt-ms", "20"], "ratio"),
     "monitor": (["--hosts", "2", "--duration", "2"], "first frame"),
     "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
     "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
@@ -46,7 +47,7 @@ def test_benchmark_runs_and_prints_its_table(name: str) -> None:
         pytest.skip("bench/logs.py starts its own sshd host, which needs root")
     args, heading = RUNS[name]
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / f"{name}.py"), *args],
+        [sys.executable, str(ROOT / "bench" / f"{name.split()[0]}.py"), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
