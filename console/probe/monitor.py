@@ -61,6 +61,7 @@ class HostMonitor:
         self.use_nvsmi_loop = False  # no python3 on the host
         self._wake = asyncio.Event()
         self._process: RemoteProcess | None = None
+        self._connection_state = (status.state, status.reason)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -71,6 +72,12 @@ class HostMonitor:
 
     def on_status(self, status: HostStatus) -> None:
         """The pool says the connection changed state."""
+        if (status.state, status.reason) == self._connection_state:
+            # The same state announced again (a figure such as latency changed): waking
+            # the sampler loop here would clear a failed sampler's reason and retry it at
+            # once instead of after its back-off.
+            return
+        self._connection_state = (status.state, status.reason)
         view = self.view
         if status.is_up:
             self._set(replace(view, state=status.state, reason=""))
@@ -126,9 +133,7 @@ class HostMonitor:
                 retry = 1.0
                 if self.view.sample is not None and not self.view.stale:
                     self._set(replace(self.view, stale=True))
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), min(1.0, self.interval))
+                await self._woken_or(min(1.0, self.interval))
                 continue
             if exit_status == COMMAND_NOT_FOUND and not self.use_nvsmi_loop:
                 self.use_nvsmi_loop = True
@@ -138,10 +143,20 @@ class HostMonitor:
                 what = f"sampler exited (status {exit_status})" if exit_status is not None else ""
                 reason = "; ".join(x for x in (what or "sampler stopped", detail) if x)
                 self._set(replace(self.view, reason=reason, stale=self.view.sample is not None))
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), retry)
+            await self._woken_or(retry)
             retry = min(retry * 2, MAX_RETRY_S)
+
+    async def _woken_or(self, seconds: float) -> None:
+        """Sleep until woken (a connection change) or ``seconds`` pass.
+
+        ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for`` swallows a
+        cancel that arrives as the event is set (an unchanged status woke it just as
+        the console closed), and the monitor then slept on instead of ending.
+        """
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def _run_once(self) -> tuple[bool, int | None, str]:
         host = self.host
@@ -300,7 +315,8 @@ class ClusterMonitor:
                 break
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), left)
+                async with asyncio.timeout(left):  # not wait_for: see HostMonitor._woken_or
+                    await self._changed.wait()
         return self.views()
 
     async def updates(self) -> AsyncIterator[dict[str, HostView]]:

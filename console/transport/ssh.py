@@ -295,8 +295,11 @@ class SshConnection(HostConnection):
             if not self._reconnect:
                 return
             self._wake.clear()
+            # asyncio.timeout, not wait_for: 3.11's wait_for swallows a cancel that
+            # arrives as the event is set (reconnect_now while the console closes).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
 
     def begin(self) -> None:
         """Start :meth:`maintain` in the background (idempotent)."""
