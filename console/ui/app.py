@@ -200,6 +200,8 @@ class DistConsoleApp(App[int]):
         changed = self.store.apply_statuses(statuses)
         if changed:
             self.hosts_screen.apply_statuses(changed.values())
+            # A down host's panel says why and since when as soon as it goes down.
+            self.cluster_screen.apply_statuses(changed.values())
 
     def apply_views(self, *batches: Mapping[str, HostView]) -> None:
         merged = self.store.apply_views(batches)
@@ -292,6 +294,10 @@ class DistConsoleApp(App[int]):
         except JobError as exc:
             self.notify(str(exc), severity="error")
             return
+        # On the jobs screen's stack whatever screen asked (the palette works anywhere):
+        # the logs screen's q and j go back to the jobs screen below it.
+        if self.current_mode != "jobs":
+            self.switch_mode("jobs")
         self.push_screen(LogsScreen(plan, self.services))
 
     def action_launch(self) -> None:

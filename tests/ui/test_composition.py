@@ -214,3 +214,26 @@ async def test_attention_thresholds_come_from_the_settings() -> None:
     lenient = make_settings(attention_hot_c=95, attention_memory_full=1.0)
     summary, count = await attention(lenient)
     assert count == 1 and "1 GPUs need attention" in summary
+
+
+async def test_logs_opened_from_another_screen_sit_on_the_jobs_stack(tmp_path: Path) -> None:
+    # The palette reaches "logs of the selected job" from any screen; the logs screen's
+    # q must come back to the jobs screen, so the logs open over it wherever asked.
+    history = JobHistory(tmp_path / "jobs.sqlite3")
+    history.add(ddp_plan("ddp-here"), inventory=INVENTORY.path, started=FROZEN_NOW - 5)
+    app = make_app()
+    async with app.run_test(size=(140, 30)) as pilot:
+        app.services.jobs = JobsService(ClusterConnections(INVENTORY), INVENTORY, history=history)
+        await pilot.press("g")
+        await pilot.pause()
+        assert app.current_mode != "jobs"
+        app.open_logs("ddp-here")
+        for _ in range(50):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, LogsScreen):
+                break
+        assert isinstance(app.screen, LogsScreen)
+        assert app.current_mode == "jobs"
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, JobsScreen)
