@@ -234,6 +234,10 @@ async def test_logs_opened_from_another_screen_sit_on_the_jobs_stack(tmp_path: P
                 break
         assert isinstance(app.screen, LogsScreen)
         assert app.current_mode == "jobs"
+        await pilot.pause(0.2)  # the logs screen mounted and focused
         await pilot.press("q")
-        await pilot.pause()
+        for _ in range(20):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, JobsScreen):
+                break
         assert isinstance(app.screen, JobsScreen)
