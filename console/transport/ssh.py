@@ -11,9 +11,8 @@ import asyncio
 import contextlib
 import os
 import random
-import signal
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import asyncssh
@@ -30,7 +29,7 @@ from console.transport.base import (
     with_env,
 )
 from console.transport.connect_errors import describe_connect_error
-from console.transport.streams import StderrTail
+from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
 
 KEEPALIVE_COUNT_MAX = 3
 BACKOFF_FIRST_S = 0.5
@@ -63,70 +62,6 @@ class _Client(asyncssh.SSHClient):
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
             self.lost_reason = str(exc) or type(exc).__name__
-
-
-# Read size for byte streams: asyncssh hands over what is buffered, up to this much.
-CHUNK_BYTES = 1 << 18
-
-
-class SshRemoteProcess(RemoteProcess):
-    def __init__(self, connection: SshConnection, process: asyncssh.SSHClientProcess[Any]) -> None:
-        self._connection = connection
-        self._process = process
-        self._binary = False  # set by start_bytes: the channel carries bytes, not str
-        self.stderr = StderrTail()
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
-
-    async def _drain_stderr(self) -> None:
-        # Unread stderr would fill the channel window and stall the remote process.
-        with contextlib.suppress(asyncssh.Error, OSError, asyncio.IncompleteReadError):
-            async for chunk in self._process.stderr:
-                self.stderr.add(
-                    chunk.decode("utf-8", "replace") if isinstance(chunk, bytes) else chunk
-                )
-
-    async def lines(self) -> AsyncIterator[str]:
-        try:
-            while line := await self._process.stdout.readline():  # "" only at EOF
-                self._connection.touch()
-                if isinstance(line, bytes):
-                    line = line.decode("utf-8", "replace")
-                yield line.rstrip("\n")
-        except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
-            return  # the connection dropped: the stream simply ends
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        if not self._binary:
-            raise TransportError(f"{self._connection.host.name}: not started for bytes")
-        try:
-            while data := await self._process.stdout.read(CHUNK_BYTES):  # b"" only at EOF
-                self._connection.touch()
-                yield data
-        except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
-            return  # the connection dropped: the stream simply ends
-
-    async def write(self, data: str) -> None:
-        try:
-            self._process.stdin.write(data.encode() if self._binary else data)
-            await self._process.stdin.drain()
-        except (asyncssh.Error, OSError) as exc:
-            raise TransportError(f"{self._connection.host.name}: cannot write: {exc}") from exc
-
-    def write_eof(self) -> None:
-        with contextlib.suppress(asyncssh.Error, OSError):
-            self._process.stdin.write_eof()
-
-    async def wait(self) -> int | None:
-        try:
-            await self._process.wait_closed()
-        except (asyncssh.Error, OSError):
-            return None
-        await asyncio.gather(self._stderr_task, return_exceptions=True)
-        return _exit_code(self._process)
-
-    def close(self) -> None:
-        self._process.close()
-        self._stderr_task.cancel()
 
 
 class SshConnection(HostConnection):
@@ -372,16 +307,16 @@ class SshConnection(HostConnection):
             process.stdin.write_eof()
             stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
-            _kill(process)
+            kill(process)
             raise CommandTimeout(self.host.name, line, timeout or 0.0) from None
         except (asyncssh.Error, OSError) as exc:
             process.close()
             raise self._unavailable(exc, conn) from exc
         except BaseException:
-            _kill(process)  # cancelled by the caller: do not leave the command behind
+            kill(process)  # cancelled by the caller: do not leave the command behind
             raise
         self.touch()
-        exit_status = _exit_code(process)
+        exit_status = exit_code(process)
         if exit_status is None:
             # Neither exit-status nor exit-signal: the connection went away.
             raise HostUnavailable(self.host.name, "down", "connection lost while running")
@@ -410,26 +345,3 @@ class SshConnection(HostConnection):
         remote = SshRemoteProcess(self, process)
         remote._binary = True
         return remote
-
-
-def _kill(process: asyncssh.SSHClientProcess[str]) -> None:
-    # sshd forwards signals to non-root sessions; closing the channel alone would leave
-    # a command without a terminal running on the host.
-    with contextlib.suppress(asyncssh.Error, OSError):
-        process.send_signal("KILL")
-    process.close()
-
-
-def _exit_code(process: asyncssh.SSHClientProcess[Any]) -> int | None:
-    """The exit status, 128+N for a command killed by signal N (as a shell, and the local
-    transport, report it; asyncssh reports -1 then), None when neither came."""
-    if process.exit_signal is not None:
-        return 128 + _signal_number(process.exit_signal[0])
-    return process.exit_status
-
-
-def _signal_number(name: str) -> int:
-    try:
-        return int(signal.Signals[f"SIG{name}"])
-    except KeyError:
-        return 0
