@@ -69,11 +69,14 @@ def main() -> int:
         )
     checksum = sum(float(p.detach().double().sum()) for p in model.parameters())
     print(f"rank {rank} params_checksum={checksum:.10f}", flush=True)
-    # Without this barrier a rank that tears gloo down first can make a peer, still
-    # finishing its last collective, abort with "terminate called without an active exception".
     dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    # Tearing gloo down races with a peer still finishing the barrier: one rank in some
+    # runs aborted with "terminate called without an active exception" (SIGABRT), even
+    # with destroy_process_group after the barrier. Every rank is done: leave without
+    # running gloo's destructors.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,9 @@ class DemoNode:
         self.root = cluster.root / self.name
         self.home = self.root / "home"
         self.work_dir = self.root / "work"
+        # Each host its own /tmp, as separate machines have: Open MPI keeps its session
+        # directory (per node name and uid, the same for every demo host) under TMPDIR.
+        self.tmp = self.root / "tmp"
         self.tags = ("demo", "a100" if index % 2 == 0 else "h100")
         self.host_key = asyncssh.generate_private_key("ssh-ed25519", comment=self.name)
         self._acceptor: asyncssh.SSHAcceptor | None = None
@@ -89,6 +92,7 @@ class DemoNode:
             return
         self.home.mkdir(parents=True, exist_ok=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(parents=True, exist_ok=True)
         self._acceptor = await asyncssh.create_server(
             lambda: DemoServer(self),
             self.address,
@@ -134,6 +138,7 @@ class DemoNode:
             LOGNAME=user,
             SHELL="/bin/bash",
             PATH=path,
+            TMPDIR=str(self.tmp),
             SSH_CONNECTION=f"{peer[0]} {peer[1]} {self.address} {self.port}",
         )
         # Like sshd with `AcceptEnv *`: variables the client sends are honoured.

@@ -32,6 +32,9 @@ from tests.integration.test_demo import REPO, Served, _end, _start_serve
 JOB_TIMEOUT_S = 240
 
 
+HWLOC_CRASH = "libhwloc.so"  # in the backtrace an orted prints when it segfaults there
+
+
 @pytest.fixture(scope="module")
 def demo4() -> Iterator[Served]:
     server = _start_serve("--hosts", "4")
@@ -107,9 +110,12 @@ def test_mpi_gives_8_ranks_on_4_distinct_hosts(demo4: Served, tmp_path: Path) ->
         'echo "rank=$OMPI_COMM_WORLD_RANK host=$DISTCONSOLE_DEMO_HOST '
         'addr=${SSH_CONNECTION##* 127.}"'
     )
-    result = launch(
-        demo4, tmp_path, "--kind", "mpi", "--gpus-per-host", "2", "--", "sh", "-c", program
-    )
+    argv = ("--kind", "mpi", "--gpus-per-host", "2", "--", "sh", "-c", program)
+    result = launch(demo4, tmp_path, *argv)
+    if result.returncode != 0 and HWLOC_CRASH in result.stderr:
+        # Open MPI's own orted sometimes dies in hwloc's topology code on this machine
+        # when the whole suite runs (never alone): one retry, only for that signature.
+        result = launch(demo4, tmp_path, *argv)
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"job \S+ succeeded", result.stderr)
     ranks = dict(re.findall(r"rank=(\d+) host=(node\d)", result.stdout))
