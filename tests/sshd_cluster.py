@@ -208,6 +208,14 @@ class SshdCluster:
                 )
             )
 
+    @staticmethod
+    def _tmpdir(host: SshdHost) -> Path:
+        path = host.home / f".tmp-{host.name}"
+        if not path.exists():
+            path.mkdir(mode=0o700)
+            os.chown(path, host.uid, host.gid)
+        return path
+
     def _sshd_config(self, host: SshdHost) -> str:
         return "\n".join(
             [
@@ -231,6 +239,11 @@ class SshdCluster:
                 "MaxStartups 64:30:128",
                 "LogLevel INFO",
                 "Subsystem sftp internal-sftp",
+                # Each host its own /tmp, as separate machines have: hosts sharing one
+                # account (and all sharing this machine's name) would otherwise share
+                # Open MPI's session directory, where mpirun and the orteds of one job
+                # wrote the same files (an orted segfaulted in hwloc now and then).
+                f"SetEnv TMPDIR={self._tmpdir(host)}",
                 "",
             ]
         )
