@@ -208,9 +208,16 @@ class SshdCluster:
                 )
             )
 
-    @staticmethod
-    def _tmpdir(host: SshdHost) -> Path:
+    def _tmpdir(self, host: SshdHost) -> Path:
         path = host.home / f".tmp-{host.name}"
+        fresh = getattr(self, "_fresh_tmp", set())
+        if host.name not in fresh:
+            # Emptied once per cluster, as a machine's /tmp at boot: homes outlive test
+            # runs, and a stale Open MPI session directory (pid.N, reused by a later
+            # mpirun with the same pid) is one more thing a job could trip over.
+            shutil.rmtree(path, ignore_errors=True)
+            fresh.add(host.name)
+            self._fresh_tmp = fresh
         if not path.exists():
             path.mkdir(mode=0o700)
             os.chown(path, host.uid, host.gid)
