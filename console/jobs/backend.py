@@ -1,0 +1,140 @@
+"""The seam every job backend plugs into: prepare -> pre-flight -> submit -> watch -> stop -> logs.
+
+A backend turns a :class:`JobSpec` into a running job on some engine and reports on it
+in the SSH jobs' own terms (:class:`JobState`, :class:`StopReport`, a :class:`JobPlan`
+naming every log file), so the CLI and the UI drive SSH processes and a Slurm
+allocation the same way:
+
+- ``prepare(spec)`` plans without starting anything: :class:`Prepared` holds the plan
+  (which log files each host will hold) and, for a scheduler, the script it submits;
+- ``preflight(prepared)`` checks what can be checked before starting (raises
+  PreflightError; returns warnings);
+- ``submit(prepared)`` starts or queues it and returns the job id (the console's, not
+  the scheduler's);
+- ``watch(job_id)`` yields the current :class:`BackendStatus`, then every change, until
+  the job has finished;
+- ``stop(job_id)`` ends it everywhere and says what was left;
+- ``logs(job_id)`` is the plan whose log files ``logs/targets.targets_from_plan`` follows
+  (host, path, rank attribution, done markers).
+
+:class:`SshBackend` wraps :class:`JobRunner`'s public methods (no policy here);
+:mod:`console.jobs.slurm` is the Slurm backend. A Kubernetes or Ray backend is one more
+class with these six methods, and one more name in :data:`SCHEDULERS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from console.inventory import Inventory
+from console.jobs.history import JobHistory
+from console.jobs.models import JobPlan, JobState
+from console.jobs.preflight_job import preflight_job
+from console.jobs.runner import Job, JobRunner, StopReport
+from console.jobs.spec import JobSpec
+
+SCHEDULERS = ("ssh", "slurm")
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A planned job, not started: what ``plan`` shows and ``submit`` starts."""
+
+    job_id: str
+    spec: JobSpec
+    plan: JobPlan  # every process (SSH) or task (Slurm) with its log files
+    script: str | None = None  # a scheduler's batch script (Slurm); None for SSH
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BackendStatus:
+    """One state of a job as the backend reports it."""
+
+    job_id: str
+    state: JobState
+    detail: str = ""  # the engine's own words: "PENDING (Resources)", "slurm job 12", ...
+    failure: str | None = None  # which task or process failed, and why
+
+    @property
+    def finished(self) -> bool:
+        return self.state.finished
+
+
+class JobBackend(Protocol):
+    """What the CLI and the UI need from an engine that runs jobs (see the module doc)."""
+
+    scheduler: str
+
+    async def prepare(self, spec: JobSpec, *, job_id: str | None = None) -> Prepared: ...
+
+    async def preflight(self, prepared: Prepared) -> tuple[str, ...]: ...
+
+    async def submit(self, prepared: Prepared) -> str: ...
+
+    def watch(self, job_id: str) -> AsyncIterator[BackendStatus]: ...
+
+    async def stop(self, job_id: str, *, grace_s: float | None = None) -> StopReport: ...
+
+    async def logs(self, job_id: str) -> JobPlan: ...
+
+    async def close(self) -> None: ...
+
+
+class SshBackend:
+    """The SSH processes backend: :class:`JobRunner` behind the seam."""
+
+    scheduler = "ssh"
+
+    def __init__(self, runner: JobRunner) -> None:
+        self.runner = runner
+
+    @property
+    def inventory(self) -> Inventory:
+        return self.runner.inventory
+
+    async def prepare(self, spec: JobSpec, *, job_id: str | None = None) -> Prepared:
+        plan = await self.runner.prepare(spec, job_id=job_id)
+        return Prepared(plan.job_id, spec, plan, warnings=plan.warnings)
+
+    async def preflight(self, prepared: Prepared) -> tuple[str, ...]:
+        report = await preflight_job(
+            self.runner.connections, prepared.spec, prepared.plan, self.inventory
+        )
+        report.raise_if_failed()
+        return tuple(finding.line() for finding in report.warnings)
+
+    async def submit(self, prepared: Prepared) -> str:
+        job = await self.runner.launch(prepared.plan)
+        return job.id
+
+    async def job(self, job_id: str) -> Job:
+        """A job this runner knows, else re-attached (unwatched) from the history."""
+        job = self.runner.jobs.get(job_id)
+        if job is not None:
+            return job
+        history = self.runner.history or JobHistory()
+        record = await asyncio.to_thread(history.get, job_id)
+        return await self.runner.attach(record, watch=False)
+
+    async def watch(self, job_id: str) -> AsyncIterator[BackendStatus]:
+        job = await self.job(job_id)
+        async for event in job.events():
+            failure = job.failure.describe() if job.failure is not None else None
+            yield BackendStatus(job_id, event.state, event.message, failure)
+
+    async def stop(self, job_id: str, *, grace_s: float | None = None) -> StopReport:
+        return await self.runner.stop(await self.job(job_id), grace_s=grace_s)
+
+    async def logs(self, job_id: str) -> JobPlan:
+        job = self.runner.jobs.get(job_id)
+        if job is not None:
+            return job.plan
+        history = self.runner.history or JobHistory()
+        return (await asyncio.to_thread(history.get, job_id)).plan
+
+    async def close(self) -> None:
+        await self.runner.close()
