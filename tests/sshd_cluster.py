@@ -40,6 +40,8 @@ import psutil
 
 SSHD = "/usr/sbin/sshd"
 MAX_USERS = 16
+# One account for every host: only addresses (127.0.0.10..) bound it (benchmarks).
+MAX_SHARED_HOSTS = 240
 USER_PREFIX = "dctest"
 LOCK_DIR = Path("/tmp/distconsole-sshd-users")
 SETUP_LINE = "source /opt/distconsole-test/venv/bin/activate"
@@ -110,8 +112,9 @@ class SshdCluster:
     """N sshd hosts plus the files a client needs to reach them; see the module doc."""
 
     def __init__(self, root: Path, n: int, *, shared_account: bool = False) -> None:
-        if not 1 <= n <= MAX_USERS:
-            raise ValueError(f"n must be 1..{MAX_USERS}, got {n}")
+        most = MAX_SHARED_HOSTS if shared_account else MAX_USERS
+        if not 1 <= n <= most:
+            raise ValueError(f"n must be 1..{most}, got {n}")
         self.shared_account = shared_account
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
@@ -240,9 +243,10 @@ class SshdCluster:
                 "UseDNS no",
                 "PrintMotd no",
                 "PrintLastLog no",
-                # The console multiplexes sampler, log followers and commands on one
-                # connection; OpenSSH's default of 10 sessions is too tight for tests.
-                "MaxSessions 64",
+                # OpenSSH's default, stated: the console multiplexes sampler, log
+                # followers, job watches and commands on one connection and must stay
+                # within it (console/transport/sessions.py).
+                "MaxSessions 10",
                 "MaxStartups 64:30:128",
                 "LogLevel INFO",
                 "Subsystem sftp internal-sftp",

@@ -22,6 +22,7 @@ from console.transport.base import (
     HostStatus,
 )
 from console.transport.local import LocalConnection
+from console.transport.sessions import SESSION_WAIT_S, SESSIONS_PER_CONNECTION
 from console.transport.ssh import CONNECT_GRACE_S, SshConnection
 
 RunOutcome = CommandResult | HostUnavailable | CommandTimeout | TransportError
@@ -37,7 +38,12 @@ class ClusterConnections:
         max_parallel: int = 32,
         reconnect: bool = True,
         ssh_config: Sequence[str] | None = None,
+        sessions_per_host: int = SESSIONS_PER_CONNECTION,
+        session_wait_s: float = SESSION_WAIT_S,
     ) -> None:
+        """``sessions_per_host``: channels open at once on one host's connection (more
+        wait in line; sshd's MaxSessions is 10 by default), ``session_wait_s``: how long
+        one may wait before failing with what holds them (console.transport.sessions)."""
         if max_parallel < 1:
             raise ValueError("max_parallel must be at least 1")
         hosts = (
@@ -64,6 +70,8 @@ class ClusterConnections:
                     reconnect=reconnect,
                     on_status=self._publish,
                     ssh_config=ssh_config,
+                    sessions=sessions_per_host,
+                    session_wait_s=session_wait_s,
                 )
         self._started = False
         self._closed = False

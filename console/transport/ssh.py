@@ -29,6 +29,12 @@ from console.transport.base import (
     with_env,
 )
 from console.transport.connect_errors import describe_connect_error
+from console.transport.sessions import (
+    SESSION_WAIT_S,
+    SESSIONS_PER_CONNECTION,
+    SessionLimiter,
+    SessionSlot,
+)
 from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
 
 KEEPALIVE_COUNT_MAX = 3
@@ -75,8 +81,14 @@ class SshConnection(HostConnection):
         reconnect: bool = True,
         on_status: StatusListener | None = None,
         ssh_config: Sequence[str] | None = None,
+        sessions: int = SESSIONS_PER_CONNECTION,
+        session_wait_s: float = SESSION_WAIT_S,
     ) -> None:
         self.host = host
+        # sshd refuses channels past MaxSessions (10 by default): every command and
+        # started program of this connection takes one of these first.
+        self.sessions = SessionLimiter(host.name, sessions, wait_s=session_wait_s)
+        self._releasers: set[asyncio.Task[None]] = set()
         # None: asyncssh reads ~/.ssh/config when it exists, like OpenSSH.
         self._ssh_config = list(ssh_config) if ssh_config is not None else None
         self._semaphore = semaphore or asyncio.Semaphore(1)
@@ -294,8 +306,16 @@ class SshConnection(HostConnection):
         input: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        conn = self._require()
+        self._require()
         line = with_env(command, env)
+        slot = await self.sessions.acquire(line)
+        try:
+            return await self._run(line, timeout, input)
+        finally:
+            slot.release()
+
+    async def _run(self, line: str, timeout: float | None, input: str | None) -> CommandResult:
+        conn = self._require()  # again: the host may have gone while this waited in line
         started = time.monotonic()
         try:
             process = await conn.create_process(line, encoding="utf-8", errors="replace")
@@ -325,23 +345,44 @@ class SshConnection(HostConnection):
     async def start(
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
-        conn = self._require()
-        try:
-            process = await conn.create_process(
-                with_env(command, env), encoding="utf-8", errors="replace"
-            )
-        except (asyncssh.Error, OSError) as exc:
-            raise self._unavailable(exc, conn) from exc
+        process = await self._open(with_env(command, env), binary=False)
         return SshRemoteProcess(self, process)
 
     async def start_bytes(
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
-        conn = self._require()
-        try:
-            process = await conn.create_process(with_env(command, env), encoding=None)
-        except (asyncssh.Error, OSError) as exc:
-            raise self._unavailable(exc, conn) from exc
+        process = await self._open(with_env(command, env), binary=True)
         remote = SshRemoteProcess(self, process)
         remote._binary = True
         return remote
+
+    async def _open(self, line: str, *, binary: bool) -> asyncssh.SSHClientProcess[Any]:
+        """A started command holding one session until its channel closes (it exits,
+        its reader closes it, or the connection drops)."""
+        self._require()
+        slot = await self.sessions.acquire(line)
+        try:
+            conn = self._require()  # again: the host may have gone while this waited
+            try:
+                if binary:
+                    process = await conn.create_process(line, encoding=None)
+                else:
+                    process = await conn.create_process(line, encoding="utf-8", errors="replace")
+            except (asyncssh.Error, OSError) as exc:
+                raise self._unavailable(exc, conn) from exc
+        except BaseException:
+            slot.release()
+            raise
+        releaser = asyncio.create_task(self._release_when_closed(process, slot))
+        self._releasers.add(releaser)
+        releaser.add_done_callback(self._releasers.discard)
+        return process
+
+    @staticmethod
+    async def _release_when_closed(
+        process: asyncssh.SSHClientProcess[Any], slot: SessionSlot
+    ) -> None:
+        try:
+            await process.channel.wait_closed()
+        finally:
+            slot.release()
