@@ -1,0 +1,595 @@
+"""Hang detection and per-process hang captures, run by the job's supervisor on a host.
+
+A PART of the supervisor's single source file (it is concatenated, like the sampler's
+parts): standard library only, Python >= 3.7, no ``__main__`` block, no module-level
+side effects, every name prefixed ``hang_``/``HANG_``. Its interface (the issue-12
+contract; the supervisor calls it):
+
+- :func:`hang_last_progress` - the newest progress (epoch) of the named processes: their
+  log files' modification times (a step line is a line), at least their start;
+- :func:`hang_capture` - for every named process: the state and wchan of each of its
+  processes (its process group, plus every process carrying the job's marker variable
+  with ``DISTCONSOLE_PROCESS`` naming it: torchrun's workers lead sessions of their own),
+  the Python stack of every thread (``faulthandler`` answering :data:`HANG_SIGNAL`,
+  registered by ``hang_sitecustomize.py`` which the plan puts on the ranks'
+  PYTHONPATH; and ``py-spy dump`` where the host has py-spy), the last log lines, the
+  last step and the job's GPUs; written to ``hang/NAME.json`` and ``hang/NAME.stack.txt``;
+- :func:`hang_gpu_sample` - one line on ``gpu-samples.jsonl`` (only where a GPU tool is).
+
+A stopped process (SIGSTOP) cannot run a signal handler: its state is recorded and its
+stack is said to be unavailable for that reason (py-spy, which reads memory without the
+process's help, may still give it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from typing import Any
+
+HANG_DIR = "hang"  # in the job directory
+# Not used by torchrun (it forwards TERM, INT, HUP, QUIT unless told otherwise), Open
+# MPI (it intercepts 6,7,8,11 and only forwards USR2 from mpirun to ranks) or horovodrun.
+HANG_SIGNAL = signal.SIGUSR2
+HANG_STACKS_SUFFIX = ".stacks"  # hang/NAME.PID.stacks, opened by the sitecustomize hook
+HANG_GPU_SAMPLES = "gpu-samples.jsonl"
+HANG_MARKER_VAR = "DISTCONSOLE_JOB_ID"  # names.JOB_ID_VAR
+HANG_PROCESS_VAR = "DISTCONSOLE_PROCESS"  # remote_ops.PROCESS_VAR
+HANG_RANKS_DIR = "ranks"  # paths.ranks_dir: mpirun / horovodrun per-rank output
+HANG_LOG_SUFFIXES = (".out", ".err")  # paths.STDOUT_SUFFIX, STDERR_SUFFIX
+HANG_START_SUFFIXES = (".pgid", ".sh")  # written when the process starts
+HANG_FLIGHT_RECORDER_PREFIX = "nccl_trace_rank_"  # TORCH_FR_DUMP_TEMP_FILE's basename
+HANG_LAST_LINES = 20
+HANG_TAIL_BYTES = 65536
+HANG_STACK_WAIT_S = 5.0
+HANG_TOOL_TIMEOUT_S = 10.0
+HANG_MAX_THREADS = 64  # per process, in the capture's thread list
+
+HANG_STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "disk sleep",
+    "T": "stopped",
+    "t": "tracing stop",
+    "Z": "zombie",
+    "X": "dead",
+    "I": "idle",
+    "P": "parked",
+    "W": "paging",
+}
+
+# console/logs/steps.py DEFAULT_STEP_PATTERNS, the one owner of the step rule; a
+# contract test (tests/unit/test_hang_capture_contract.py) keeps this copy equal.
+_HANG_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_HANG_SEP = r"[ \t]*[:=#]?[ \t]*"
+HANG_STEP_PATTERNS = (
+    r"\d+%\|[^|\n]*\|[ \t]*(?P<step>\d+)/(?P<total>\d+)[ \t]*\[",
+    r"\bepoch" + _HANG_SEP + r"\[?(?P<epoch>\d+)(?:/\d+)?\]?[ \t,;|-]*"
+    r"(?:global[_ ])?(?:step|iter(?:ation)?|batch)"
+    + _HANG_SEP
+    + r"\[?(?P<step>\d+)(?:/(?P<total>\d+))?",
+    r"\b(?:global[_ ])?step" + _HANG_SEP + r"\[?(?P<step>\d+)(?:[ \t]*/[ \t]*(?P<total>\d+))?",
+    r"\biter(?:ation)?" + _HANG_SEP + r"\[?(?P<step>\d+)(?:[ \t]*/[ \t]*(?P<total>\d+))?",
+)
+
+
+def _hang_read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _hang_write_atomic(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def hang_log_files(job_dir: str, name: str) -> list[str]:
+    """The files whose growth is the process's progress: its stdout/stderr, plus the
+    per-rank files mpirun/horovodrun write (only their launcher uses ``ranks/``)."""
+    found = [os.path.join(job_dir, name + suffix) for suffix in HANG_LOG_SUFFIXES]
+    ranks = os.path.join(job_dir, HANG_RANKS_DIR)
+    for root, _dirs, files in os.walk(ranks):
+        found.extend(os.path.join(root, f) for f in sorted(files))
+    return [p for p in found if os.path.isfile(p)]
+
+
+def hang_last_progress(job_dir: str, names: list) -> float:
+    """Newest progress time (epoch) of the named processes: the newest modification of
+    their log files, and at least when they started (a rank that has printed nothing
+    yet is measured from its start). 0.0 when none of them has started here."""
+    job_dir = os.path.expanduser(job_dir)
+    newest = 0.0
+    for name in names:
+        for suffix in HANG_START_SUFFIXES:
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.stat(os.path.join(job_dir, name + suffix)).st_mtime)
+        for path in hang_log_files(job_dir, name):
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.stat(path).st_mtime)
+    return newest
+
+
+# --- the process table ---------------------------------------------------------------
+
+
+def _hang_stat(pid: int) -> dict[str, Any] | None:
+    text = _hang_read(f"/proc/{pid}/stat")
+    if not text:
+        return None
+    close = text.rfind(")")
+    fields = text[close + 2 :].split()
+    if len(fields) < 3:
+        return None
+    return {
+        "pid": pid,
+        "comm": text[text.find("(") + 1 : close],
+        "state": fields[0],
+        "ppid": int(fields[1]),
+        "pgid": int(fields[2]),
+    }
+
+
+def _hang_environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return {}
+    env = {}
+    for entry in raw.split(b"\0"):
+        key, sep, value = entry.partition(b"=")
+        if sep and key in (HANG_MARKER_VAR.encode(), HANG_PROCESS_VAR.encode()):
+            env[key.decode()] = value.decode(errors="replace")
+    return env
+
+
+def hang_job_processes(job_id: str) -> list[dict[str, Any]]:
+    """Every process on this machine, with the job's marker variables where readable
+    (zombies included: they have no environment but keep their process group)."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        stat = _hang_stat(int(entry))
+        if stat is None:
+            continue
+        env = _hang_environ(stat["pid"])
+        stat["job"] = env.get(HANG_MARKER_VAR) == job_id
+        stat["process"] = env.get(HANG_PROCESS_VAR) if stat["job"] else None
+        found.append(stat)
+    return found
+
+
+def hang_members(table: list, name: str, pgid: int | None) -> list[dict[str, Any]]:
+    """The processes of the job's process ``name``: its group, and marked descendants
+    that left it (torchrun's workers lead sessions of their own)."""
+    return sorted(
+        (p for p in table if (pgid is not None and p["pgid"] == pgid) or p["process"] == name),
+        key=lambda p: p["pid"],
+    )
+
+
+def _hang_wchan(path: str) -> str | None:
+    text = _hang_read(path)
+    text = text.strip() if text else ""
+    return None if text in ("", "0") else text
+
+
+def hang_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return ""
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:400]
+
+
+def hang_threads(pid: int) -> list[dict[str, Any]]:
+    """Each thread's name, state and wchan (where in the kernel it sleeps: futex_wait...)."""
+    threads: list[dict[str, Any]] = []
+    try:
+        tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+    except OSError:
+        return threads
+    for tid in tids[:HANG_MAX_THREADS]:
+        stat = _hang_stat_path(f"/proc/{pid}/task/{tid}/stat")
+        if stat is None:
+            continue
+        threads.append(
+            {
+                "tid": tid,
+                "name": stat[0],
+                "state": stat[1],
+                "wchan": _hang_wchan(f"/proc/{pid}/task/{tid}/wchan"),
+            }
+        )
+    return threads
+
+
+def _hang_stat_path(path: str) -> tuple[str, str] | None:
+    text = _hang_read(path)
+    if not text:
+        return None
+    close = text.rfind(")")
+    return text[text.find("(") + 1 : close], text[close + 2 : close + 3]
+
+
+def hang_is_python(pid: int, cmdline: str, comm: str) -> bool:
+    if "python" in comm.lower():
+        return True
+    first = cmdline.split(" ", 1)[0]
+    return "python" in os.path.basename(first).lower()
+
+
+def hang_process_state(member: dict[str, Any]) -> dict[str, Any]:
+    pid = member["pid"]
+    cmdline = hang_cmdline(pid)
+    return {
+        "pid": pid,
+        "ppid": member["ppid"],
+        "pgid": member["pgid"],
+        "comm": member["comm"],
+        "cmdline": cmdline,
+        "state": member["state"],
+        "state_name": HANG_STATES.get(member["state"], member["state"]),
+        "wchan": _hang_wchan(f"/proc/{pid}/wchan"),
+        "python": hang_is_python(pid, cmdline, member["comm"]),
+        "threads": hang_threads(pid) if member["state"] not in ("Z", "X") else [],
+    }
+
+
+# --- Python stacks -------------------------------------------------------------------
+
+
+def hang_stacks_path(job_dir: str, name: str, pid: int) -> str:
+    """Where the sitecustomize hook of process ``pid`` (of the job's ``name``) writes."""
+    return os.path.join(job_dir, HANG_DIR, f"{name}.{pid}{HANG_STACKS_SUFFIX}")
+
+
+def _hang_size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+def hang_faulthandler_stacks(job_dir: str, name: str, states: list) -> None:
+    """Ask every hooked process for its stacks at once (the signal), then wait, all
+    sharing one deadline, for each file to grow and settle. Fills ``faulthandler`` and
+    ``faulthandler_problem`` of each state."""
+    asked = {}
+    for state in states:
+        pid = state["pid"]
+        path = hang_stacks_path(job_dir, name, pid)
+        hooked = os.path.exists(path)
+        state["faulthandler"] = None
+        if state["state"] in ("Z", "X"):
+            state["faulthandler_problem"] = "a zombie has no stack (it has exited)"
+        elif not hooked:
+            state["faulthandler_problem"] = (
+                "no faulthandler hook in this process"
+                if state["python"]
+                else "not a Python process"
+            )
+        elif state["state"] in ("T", "t"):
+            state["faulthandler_problem"] = (
+                "the process is stopped (SIGSTOP): it cannot answer the stack signal"
+            )
+        else:
+            try:
+                before = _hang_size(path)
+                os.kill(pid, HANG_SIGNAL)
+                asked[pid] = (state, path, before)
+                state["faulthandler_problem"] = None
+            except OSError as exc:
+                state["faulthandler_problem"] = f"could not signal it: {exc}"
+    deadline = time.time() + HANG_STACK_WAIT_S
+    last_sizes: dict[int, int] = {}
+    while asked and time.time() < deadline:
+        time.sleep(0.1)
+        for pid, (state, path, before) in list(asked.items()):
+            size = _hang_size(path)
+            # faulthandler writes every thread in one go from the signal handler: the
+            # dump is whole once the file grew and then stayed the same for a poll.
+            if size > before and last_sizes.get(pid) == size:
+                state["faulthandler"] = _hang_read_from(path, before)
+                del asked[pid]
+            last_sizes[pid] = size
+    for state, path, before in asked.values():
+        text = _hang_read_from(path, before)
+        if text:
+            state["faulthandler"] = text
+        else:
+            state["faulthandler_problem"] = (
+                f"no answer within {HANG_STACK_WAIT_S:.0f} s "
+                f"(a handler of its own for {HANG_SIGNAL.name}?)"
+            )
+
+
+def _hang_read_from(path: str, offset: int) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(offset, 0))
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def hang_pyspy_stacks(states: list) -> None:
+    """``py-spy dump`` of every live Python process, all at once, where py-spy is on PATH.
+    A stopped process is read without attaching (``--nonblocking``): py-spy reads its
+    memory, which needs nothing from the process."""
+    tool = shutil.which("py-spy")
+    running = []
+    for state in states:
+        state["py_spy"] = None
+        if tool is None or not state["python"] or state["state"] in ("Z", "X"):
+            state["py_spy_problem"] = None if state["python"] else "not a Python process"
+            if tool is None and state["python"]:
+                state["py_spy_problem"] = "py-spy is not on PATH"
+            continue
+        argv = [tool, "dump", "--pid", str(state["pid"])]
+        if state["state"] in ("T", "t"):
+            argv.append("--nonblocking")
+        try:
+            child = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:
+            state["py_spy_problem"] = f"py-spy did not start: {exc}"
+            continue
+        running.append((state, child))
+    deadline = time.time() + HANG_TOOL_TIMEOUT_S
+    for state, child in running:
+        try:
+            out, _err = child.communicate(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            state["py_spy_problem"] = f"py-spy gave no answer within {HANG_TOOL_TIMEOUT_S:.0f} s"
+            continue
+        text = out.decode(errors="replace")
+        if child.returncode == 0:
+            state["py_spy"] = text
+            state["py_spy_problem"] = None
+        else:
+            state["py_spy_problem"] = f"py-spy failed ({child.returncode}): {text.strip()[-300:]}"
+
+
+# --- logs, steps, GPUs ---------------------------------------------------------------
+
+
+def hang_tail(path: str, count: int = HANG_LAST_LINES) -> list[str]:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - HANG_TAIL_BYTES))
+            data = handle.read()
+    except OSError:
+        return []
+    lines = data.decode(errors="replace").splitlines()
+    if size > HANG_TAIL_BYTES and lines:
+        lines = lines[1:]  # the first one is cut
+    lines = [ln for ln in lines if ln.strip()]
+    return lines[-count:] if count else lines
+
+
+_HANG_STEP_RES: list = []
+
+
+def hang_last_step(lines: list) -> dict[str, Any] | None:
+    """The newest step in ``lines`` by the step rule (first matching pattern wins)."""
+    if not _HANG_STEP_RES:
+        _HANG_STEP_RES.extend(re.compile(p, re.IGNORECASE) for p in HANG_STEP_PATTERNS)
+    for line in reversed(lines):
+        for pattern in _HANG_STEP_RES:
+            m = pattern.search(line)
+            if m is not None:
+                found = m.groupdict()
+                return {
+                    "step": int(found["step"]),
+                    "epoch": int(found["epoch"]) if found.get("epoch") else None,
+                    "total": int(found["total"]) if found.get("total") else None,
+                    "line": line[-400:],
+                }
+    return None
+
+
+def _hang_csv(argv: list) -> list[list[str]] | None:
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=HANG_TOOL_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    rows = []
+    for line in done.stdout.decode(errors="replace").splitlines():
+        if line.strip():
+            rows.append([cell.strip() for cell in line.split(",")])
+    return rows
+
+
+def _hang_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"
+
+
+def hang_gpus(job_pids: set) -> list[dict[str, Any]] | None:
+    """This host's GPUs from nvidia-smi, each marked ``job`` when a process of the job
+    runs on it (with those pids); None without nvidia-smi."""
+    tool = shutil.which("nvidia-smi")
+    if tool is None:
+        return None
+    fields = "index,uuid,utilization.gpu,memory.used,memory.total"
+    rows = _hang_csv([tool, "--query-gpu=" + fields, "--format=csv,noheader,nounits"])
+    if rows is None:
+        return None
+    apps = _hang_csv([tool, "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
+    on_gpu: dict[str, list[int]] = {}
+    for app in apps or []:
+        if len(app) >= 2 and app[0].isdigit() and int(app[0]) in job_pids:
+            on_gpu.setdefault(app[1], []).append(int(app[0]))
+    gpus = []
+    for row in rows:
+        if len(row) < 5:
+            continue
+        gpus.append(
+            {
+                "index": int(row[0]) if row[0].isdigit() else row[0],
+                "uuid": row[1],
+                "util_pct": _hang_number(row[2]),
+                "mem_used_mib": _hang_number(row[3]),
+                "mem_total_mib": _hang_number(row[4]),
+                "job": row[1] in on_gpu,
+                "job_pids": sorted(on_gpu.get(row[1], [])),
+            }
+        )
+    return gpus
+
+
+def _hang_job_id(job_dir: str) -> str:
+    return os.path.basename(job_dir.rstrip("/"))
+
+
+def hang_gpu_sample(job_dir: str) -> None:
+    """Append one sample of this host's GPUs (which ones hold the job's processes) to
+    ``gpu-samples.jsonl``; nothing where no GPU tool exists."""
+    if shutil.which("nvidia-smi") is None:
+        return
+    job_dir = os.path.expanduser(job_dir)
+    job_id = _hang_job_id(job_dir)
+    pids = {p["pid"] for p in hang_job_processes(job_id) if p["job"]}
+    gpus = hang_gpus(pids)
+    if gpus is None:
+        return
+    line = json.dumps({"t": time.time(), "gpus": gpus}, separators=(",", ":"))
+    with open(os.path.join(job_dir, HANG_GPU_SAMPLES), "a") as handle:
+        handle.write(line + "\n")
+
+
+def hang_flight_recorder(job_dir: str) -> list[dict[str, Any]]:
+    """What PyTorch's flight recorder dumped (TORCH_FR_DUMP_TEMP_FILE points at hang/)."""
+    folder = os.path.join(job_dir, HANG_DIR)
+    found: list[dict[str, Any]] = []
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return found
+    for entry in names:
+        if entry.startswith(HANG_FLIGHT_RECORDER_PREFIX):
+            found.append({"file": entry, "bytes": _hang_size(os.path.join(folder, entry))})
+    return found
+
+
+# --- the capture ---------------------------------------------------------------------
+
+
+def _hang_stack_text(name: str, record: dict[str, Any]) -> str:
+    out = [f"# {name} (rank {record['rank']}) captured at {record['at_text']}"]
+    for state in record["processes"]:
+        out.append("")
+        out.append(
+            f"== pid {state['pid']} {state['comm']} [{state['state_name']}, "
+            f"wchan {state['wchan'] or '-'}] {state['cmdline']}"
+        )
+        if state.get("faulthandler"):
+            out.append(f"-- faulthandler ({HANG_SIGNAL.name}):")
+            out.append(state["faulthandler"].rstrip())
+        elif state.get("faulthandler_problem"):
+            out.append("-- no faulthandler stack: " + state["faulthandler_problem"])
+        if state.get("py_spy"):
+            out.append("-- py-spy dump:")
+            out.append(state["py_spy"].rstrip())
+        elif state.get("py_spy_problem") and state["python"]:
+            out.append("-- no py-spy stack: " + state["py_spy_problem"])
+    return "\n".join(out) + "\n"
+
+
+def hang_capture(job_dir: str, procs: list) -> dict[str, Any]:
+    """Capture every named process of the job on this host (``procs``: ``[{"name",
+    "rank", "pgid"}]``), write ``hang/NAME.json`` and ``hang/NAME.stack.txt``, and
+    return ``{"captured": [names], "at", "processes": {name: summary}, "gpus",
+    "flight_recorder"}``."""
+    job_dir = os.path.expanduser(job_dir)
+    folder = os.path.join(job_dir, HANG_DIR)
+    os.makedirs(folder, exist_ok=True)
+    at = time.time()
+    table = hang_job_processes(_hang_job_id(job_dir))
+    members = {}
+    for proc in procs:
+        members[proc["name"]] = [
+            hang_process_state(m) for m in hang_members(table, proc["name"], proc.get("pgid"))
+        ]
+    # Signals first, for every process of every name: they all dump at the same moment.
+    for proc in procs:
+        hang_faulthandler_stacks(job_dir, proc["name"], members[proc["name"]])
+    hang_pyspy_stacks([s for name in members for s in members[name]])
+    job_pids = {s["pid"] for name in members for s in members[name]}
+    job_pids |= {p["pid"] for p in table if p["job"]}
+    gpus = hang_gpus(job_pids)
+    job_gpus = None if gpus is None else [g for g in gpus if g["job"]] or gpus
+    recorder = hang_flight_recorder(job_dir)
+    result: dict[str, Any] = {
+        "captured": [],
+        "at": at,
+        "processes": {},
+        "gpus": job_gpus,
+        "flight_recorder": recorder,
+    }
+    for proc in procs:
+        name = proc["name"]
+        tails = {}
+        lines: list[str] = []
+        for path in hang_log_files(job_dir, name):
+            tail = hang_tail(path)
+            tails[os.path.relpath(path, job_dir)] = tail
+            lines.extend(hang_tail(path, 0) if tail else [])
+        record = {
+            "v": 1,
+            "name": name,
+            "rank": proc.get("rank"),
+            "pgid": proc.get("pgid"),
+            "at": at,
+            "at_text": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)),
+            "processes": members[name],
+            "last_lines": tails,
+            "last_step": hang_last_step(lines),
+            "last_progress": hang_last_progress(job_dir, [name]),
+            "gpus": job_gpus,
+            "flight_recorder": recorder,
+        }
+        _hang_write_atomic(os.path.join(folder, name + ".json"), json.dumps(record, indent=1))
+        _hang_write_atomic(
+            os.path.join(folder, name + ".stack.txt"), _hang_stack_text(name, record)
+        )
+        result["captured"].append(name)
+        result["processes"][name] = {
+            "states": sorted({s["state_name"] for s in members[name]}),
+            "stacks": sum(1 for s in members[name] if s.get("faulthandler") or s.get("py_spy")),
+            "last_step": record["last_step"]["step"] if record["last_step"] else None,
+        }
+    return result
