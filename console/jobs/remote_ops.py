@@ -15,6 +15,7 @@ import base64
 import functools
 import json
 import shlex
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -25,6 +26,7 @@ from console.hostprogs import jobctl
 from console.hostprogs.ship import HostProgram, shipment, with_setup
 from console.inventory import Host
 from console.jobs import paths
+from console.jobs.history import plan_hosts, plan_to_json
 from console.jobs.models import JobPlan, LogFile, RankLaunch
 from console.jobs.paths import (
     process_stderr,
@@ -166,9 +168,42 @@ def bundled_file(resource: str) -> bytes:
     return resources.files("console.examples").joinpath(resource).read_bytes()
 
 
-def start_payload(plan: JobPlan, host: Host, launches: Iterable[RankLaunch]) -> str:
-    """stdin for ``jobctl start`` on ``host``: uploads, directories and wrappers."""
+JOB_FILE = "job.json"  # in every host's job directory: what a console needs to list it
+JOB_FILE_VERSION = 1
+
+
+def job_document(
+    plan: JobPlan, *, created_at: float, spec: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """``job.json``: the job's id, name, kind, spec, hosts, start time and whole plan,
+    so that a console with an empty history (another machine) can list and describe
+    the job from its hosts (console/jobs/discover.py reads it back)."""
+    return {
+        "v": JOB_FILE_VERSION,
+        "id": plan.job_id,
+        "name": plan.name,
+        "kind": plan.kind.value,
+        "spec": dict(spec) if spec is not None else None,
+        "hosts": list(plan_hosts(plan)),
+        "created_at": created_at,
+        "plan": json.loads(plan_to_json(plan)),
+    }
+
+
+def start_payload(
+    plan: JobPlan,
+    host: Host,
+    launches: Iterable[RankLaunch],
+    *,
+    created_at: float | None = None,
+    spec: Mapping[str, Any] | None = None,
+) -> str:
+    """stdin for ``jobctl start`` on ``host``: uploads (the job's ``job.json`` among
+    them), directories and wrappers."""
     job_dir = host_job_dir(plan, host.name)
+    document = job_document(
+        plan, created_at=time.time() if created_at is None else created_at, spec=spec
+    )
     uploads = [
         {
             "path": upload.path,
@@ -178,6 +213,13 @@ def start_payload(plan: JobPlan, host: Host, launches: Iterable[RankLaunch]) -> 
         for upload in plan.uploads
         if upload.host == host.name
     ]
+    uploads.append(
+        {
+            "path": f"{job_dir}/{JOB_FILE}",
+            "data": base64.b64encode(json.dumps(document).encode()).decode(),
+            "mode": 0o644,
+        }
+    )
     dirs: set[str] = set()
     processes = []
     for launch in launches:

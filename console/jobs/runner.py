@@ -14,6 +14,7 @@ and re-attaches. ``Job``, ``StopReport`` and the rest are re-exported from here.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Sequence
 
@@ -53,6 +54,11 @@ class JobRunner(JobWatch):
 
     # -- launch --------------------------------------------------------------------------
 
+    @functools.cached_property
+    def specs(self) -> dict[str, JobSpec]:
+        """The spec of each job this runner prepared: launch writes it into job.json."""
+        return {}
+
     async def prepare(self, spec: JobSpec, *, job_id: str | None = None) -> JobPlan:
         """Plan ``spec``; without a master port (ddp, ps), ask the master host for a free
         one first, so that the planner's port is one nobody listens on right now."""
@@ -61,6 +67,7 @@ class JobRunner(JobWatch):
             master = select_hosts(spec, self.inventory)[0]
             self.require_up([master.name], what=f"job {job_id}")
             spec = spec_with(spec, master_port=await self.free_port(master.name))
+        self.specs[job_id] = spec  # written into the hosts' job.json at launch
         return plan(spec, self.inventory, job_id=job_id)
 
     async def launch(self, plan: JobPlan) -> Job:
@@ -102,7 +109,14 @@ class JobRunner(JobWatch):
         return job
 
     async def _start_on(self, job: Job, host: str, launches: Sequence[RankLaunch]) -> None:
-        payload = remote_ops.start_payload(job.plan, self._host(host), launches)
+        spec = self.specs.get(job.id)
+        payload = remote_ops.start_payload(
+            job.plan,
+            self._host(host),
+            launches,
+            created_at=job.started,
+            spec=spec.model_dump(mode="json") if spec is not None else None,
+        )
         data = await self._jobctl(host, "start", {}, timeout=START_TIMEOUT_S, input=payload)
         for name, pgid in jobctl_reports.started(data).pgids.items():
             info = job.processes.get((host, name))
