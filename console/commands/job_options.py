@@ -54,6 +54,17 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the other ranks running when one fails",
     )
+    parser.add_argument(
+        "--hang-timeout",
+        metavar="S",
+        help="mark the job hung after S seconds without a new log line while its processes "
+        "live, and capture every rank's stacks (default 300; 0 or off: no hang check)",
+    )
+    parser.add_argument(
+        "--stop-on-hang",
+        action="store_true",
+        help="stop a hung job after its capture (it ends failed, cause hung)",
+    )
 
 
 def cli_error(exc: JobSpecError) -> JobSpecError:
@@ -84,6 +95,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "tags": tuple(args.tags),
         "chief": bool(args.chief),
         "fail_fast": not args.no_fail_fast,
+        "stop_on_hang": bool(args.stop_on_hang),
     }
     if args.select_hosts is not None:
         fields["hosts"] = tuple(args.select_hosts.split(","))
@@ -97,6 +109,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "interface": args.interface,
         "workdir": args.workdir,
         "horovod_launcher": args.horovod_launcher,
+        "hang_timeout": args.hang_timeout,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
     with naming_options():

@@ -9,6 +9,7 @@ the planner's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -36,6 +37,9 @@ EXAMPLES = ("ddp", "horovod", "ps")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
 MAX_SLOTS = 1024
 MAX_TASKS = 4096
+# Hang detection: well under NCCL's 10-minute watchdog, long enough for a slow first step.
+DEFAULT_HANG_TIMEOUT = 300.0
+HANG_TIMEOUT_OFF = ("0", "off", "none", "no")
 
 # spec field -> CLI option that sets it (for messages on the command line)
 CLI_OPTION: dict[str, str] = {
@@ -56,6 +60,8 @@ CLI_OPTION: dict[str, str] = {
     "name": "--name",
     "fail_fast": "--no-fail-fast",
     "horovod_launcher": "--horovod-launcher",
+    "hang_timeout": "--hang-timeout",
+    "stop_on_hang": "--stop-on-hang",
 }
 
 
@@ -90,6 +96,10 @@ class JobSpec(BaseModel):
 
     @field_validator("program")
     @classmethod
+    # Seconds without progress (no log line, no step) while processes live -> hung;
+    # None: hang detection off.
+    hang_timeout: float | None = DEFAULT_HANG_TIMEOUT
+    stop_on_hang: bool = False  # a hung job is stopped (failed, cause "hung") after capture
     def _program(cls, value: str) -> str:
         value = _no_control_chars(value.strip(), "the program")
         if not value:
@@ -140,6 +150,24 @@ class JobSpec(BaseModel):
             return None
         if not (value.startswith("/") or value == "~" or value.startswith("~/")):
             raise ValueError(f"must be an absolute path or start with ~/, got {value!r}")
+        return value
+
+    @field_validator("hang_timeout", mode="before")
+    @classmethod
+    def _hang_off(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in HANG_TIMEOUT_OFF:
+            return None
+        return value
+
+    @field_validator("hang_timeout")
+    @classmethod
+    def _hang_timeout(cls, value: float | None) -> float | None:
+        if value is None or value == 0:
+            return None
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(
+                f"must be a number of seconds above 0 (0 or off: no hang check), got {value}"
+            )
         return value
 
     @field_validator("env")
@@ -218,6 +246,12 @@ class JobSpec(BaseModel):
                         raise _FieldProblem(
                             "total_steps", f"the arguments use {token}; set the total steps"
                         )
+        return self
+
+    @model_validator(mode="after")
+    def _hang(self) -> JobSpec:
+        if self.stop_on_hang and self.hang_timeout is None:
+            raise _FieldProblem("stop_on_hang", "needs hang detection (a hang timeout above 0)")
         return self
 
     @property
