@@ -93,13 +93,13 @@ class JobSpec(BaseModel):
     name: str | None = None  # None: derived from kind and program
     fail_fast: bool = True
     horovod_launcher: Literal["gloo", "mpi"] = "gloo"
-
-    @field_validator("program")
-    @classmethod
     # Seconds without progress (no log line, no step) while processes live -> hung;
     # None: hang detection off.
     hang_timeout: float | None = DEFAULT_HANG_TIMEOUT
     stop_on_hang: bool = False  # a hung job is stopped (failed, cause "hung") after capture
+
+    @field_validator("program")
+    @classmethod
     def _program(cls, value: str) -> str:
         value = _no_control_chars(value.strip(), "the program")
         if not value:
