@@ -50,6 +50,18 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "--horovod-launcher", metavar="gloo|mpi", help="horovodrun --gloo or --mpi (default gloo)"
     )
     parser.add_argument(
+        "--sync",
+        metavar="DIR",
+        help="put this local directory on every host first (only changed files travel, "
+        ".gitignore respected); the program and a relative --workdir resolve inside it",
+    )
+    parser.add_argument(
+        "--sync-max-size", metavar="SIZE", help="refuse a larger --sync tree (default 2G)"
+    )
+    parser.add_argument(
+        "--sync-max-file", metavar="SIZE", help="refuse a larger file in --sync (default 500M)"
+    )
+    parser.add_argument(
         "--no-fail-fast",
         action="store_true",
         help="keep the other ranks running when one fails",
@@ -110,6 +122,9 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "workdir": args.workdir,
         "horovod_launcher": args.horovod_launcher,
         "hang_timeout": args.hang_timeout,
+        "sync": args.sync,
+        "sync_max_size": args.sync_max_size,
+        "sync_max_file": args.sync_max_file,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
     with naming_options():

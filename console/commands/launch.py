@@ -28,6 +28,8 @@ from console.jobs.placement import select_hosts
 from console.jobs.preflight_job import preflight_job
 from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
 from console.jobs.spec import JobSpec
+from console.jobs.sync_push import SyncProgress, apply_sync, scan_for_spec, sync_hosts
+from console.jobs.sync_tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
 from console.logs.prefixes import context_for
@@ -66,11 +68,31 @@ def run(args: argparse.Namespace) -> int:
     inventory = inventory_module.load(args.inventory)
     with naming_options():
         hosts = select_hosts(spec, inventory)
-    return asyncio.run(launch(args, spec, inventory, tuple(h.name for h in hosts)))
+    with naming_options():
+        tree = scan_for_spec(spec)
+    return asyncio.run(launch(args, spec, inventory, tuple(h.name for h in hosts), tree))
+
+
+class SyncPrinter:
+    """Sync progress on stderr: each phase once per host, sending at most every 10 %."""
+
+    def __init__(self) -> None:
+        self.shown: dict[str, tuple[str, int]] = {}
+
+    def __call__(self, progress: SyncProgress) -> None:
+        tenth = progress.bytes_done * 10 // progress.bytes_total if progress.bytes_total else 0
+        key = (progress.phase, tenth)
+        if self.shown.get(progress.host) != key:
+            self.shown[progress.host] = key
+            say(f"sync {progress.line()}")
 
 
 async def launch(
-    args: argparse.Namespace, spec: JobSpec, inventory: Inventory, host_names: tuple[str, ...]
+    args: argparse.Namespace,
+    spec: JobSpec,
+    inventory: Inventory,
+    host_names: tuple[str, ...],
+    tree: SyncTree | None = None,
 ) -> int:
     pool = ClusterConnections(inventory.select(list(host_names)))
     try:
@@ -81,6 +103,17 @@ async def launch(
             plan = await runner.prepare(spec)
         for warning in plan.warnings:
             say(f"warning: {warning}")
+        if tree is not None:
+            plan = apply_sync(plan, tree, spec.workdir)
+            say(f"sync: {tree.describe()}")
+            synced = await sync_hosts(pool, host_names, tree, SyncPrinter())
+            for done in synced.values():
+                what = (
+                    "unchanged, reused"
+                    if done.reused
+                    else f"{done.objects_sent} files sent ({done.bytes_sent / 1e6:.1f} MB)"
+                )
+                say(f"sync {done.host}: {done.tree}: {what} in {done.seconds:.2f}s")
         if args.skip_preflight:
             say("pre-flight skipped (--skip-preflight)")
         else:

@@ -18,6 +18,8 @@ from console.commands.job_options import naming_options, register_job_command, s
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
 from console.jobs.planner import plan as make_plan
+from console.jobs.sync_push import apply_sync, scan_for_spec
+from console.jobs.sync_tree import SyncTree
 
 
 def register(sub: Any) -> None:
@@ -48,9 +50,22 @@ def launch_to_dict(launch: RankLaunch) -> dict[str, Any]:
     }
 
 
-def plan_to_dict(plan: JobPlan) -> dict[str, Any]:
+def sync_to_dict(tree: SyncTree | None) -> dict[str, Any] | None:
+    if tree is None:
+        return None
+    return {
+        "source": tree.source,
+        "remote_dir": tree.remote_dir,
+        "files": len(tree.entries),
+        "bytes": tree.total_bytes,
+        "rules": tree.lister,
+    }
+
+
+def plan_to_dict(plan: JobPlan, tree: SyncTree | None = None) -> dict[str, Any]:
     """The plan as plain JSON-able data (the ``--json`` output)."""
     return {
+        "sync": sync_to_dict(tree),
         "job_id": plan.job_id,
         "name": plan.name,
         "kind": plan.kind.value,
@@ -69,12 +84,14 @@ def plan_to_dict(plan: JobPlan) -> dict[str, Any]:
     }
 
 
-def format_plan(plan: JobPlan) -> str:
+def format_plan(plan: JobPlan, tree: SyncTree | None = None) -> str:
     """Human-readable plan: per process the shell command line and its environment."""
     lines = [
         f"job {plan.job_id} ({plan.name}): {plan.kind.value}, world size {plan.world_size}, "
         f"hosts {', '.join(plan.hosts_involved)}"
     ]
+    if tree is not None:
+        lines.append(f"sync: {tree.describe()} on every host")
     if plan.total_steps is not None:
         lines.append(
             f"steps: {plan.total_steps} total, {plan.steps_per_rank} per rank, "
@@ -104,8 +121,11 @@ def run(args: argparse.Namespace) -> int:
     inv = inventory_module.load(args.inventory)
     with naming_options():
         job_plan = make_plan(spec, inv)
+        tree = scan_for_spec(spec)
+    if tree is not None:
+        job_plan = apply_sync(job_plan, tree, spec.workdir)
     if args.json:
-        print(json.dumps(plan_to_dict(job_plan), indent=2))
+        print(json.dumps(plan_to_dict(job_plan, tree), indent=2))
     else:
-        print(format_plan(job_plan))
+        print(format_plan(job_plan, tree))
     return 0

@@ -24,6 +24,7 @@ from pydantic import (
 
 from console.errors import JobSpecError
 from console.jobs.models import JobKind
+from console.jobs.sync_tree import parse_size
 from console.names import (
     env_name_problem,
     interface_problem,
@@ -62,6 +63,9 @@ CLI_OPTION: dict[str, str] = {
     "horovod_launcher": "--horovod-launcher",
     "hang_timeout": "--hang-timeout",
     "stop_on_hang": "--stop-on-hang",
+    "sync": "--sync",
+    "sync_max_size": "--sync-max-size",
+    "sync_max_file": "--sync-max-file",
 }
 
 
@@ -97,6 +101,9 @@ class JobSpec(BaseModel):
     # None: hang detection off.
     hang_timeout: float | None = DEFAULT_HANG_TIMEOUT
     stop_on_hang: bool = False  # a hung job is stopped (failed, cause "hung") after capture
+    sync: str | None = None  # a local directory put on every host (console/jobs/sync_*.py)
+    sync_max_size: int | None = None  # bytes; None: sync_tree.DEFAULT_MAX_TOTAL
+    sync_max_file: int | None = None  # bytes; None: sync_tree.DEFAULT_MAX_FILE
 
     @field_validator("program")
     @classmethod
@@ -148,8 +155,29 @@ class JobSpec(BaseModel):
         value = _no_control_chars(value.strip(), "the working directory")
         if not value:
             return None
-        if not (value.startswith("/") or value == "~" or value.startswith("~/")):
-            raise ValueError(f"must be an absolute path or start with ~/, got {value!r}")
+        if ".." in value.split("/"):
+            raise ValueError(f"must not contain '..', got {value!r}")
+        return value  # a relative one is checked with --sync in _per_kind
+
+    @field_validator("sync")
+    @classmethod
+    def _sync(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return _no_control_chars(value.strip(), "the sync directory")
+
+    @field_validator("sync_max_size", "sync_max_file", mode="before")
+    @classmethod
+    def _sync_size(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip():
+            return parse_size(value)
+        return value
+
+    @field_validator("sync_max_size", "sync_max_file")
+    @classmethod
+    def _sync_size_positive(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0:
+            raise ValueError(f"must be a positive size, got {value}")
         return value
 
     @field_validator("hang_timeout", mode="before")
@@ -226,6 +254,12 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _per_kind(self) -> JobSpec:
+        if self.workdir is not None and not _host_absolute(self.workdir) and self.sync is None:
+            raise _FieldProblem(
+                "workdir",
+                f"must be an absolute path or start with ~/, got {self.workdir!r} "
+                "(a relative one means inside --sync DIR)",
+            )
         if self.kind is not JobKind.PS:
             for field in ("ps", "workers"):
                 if getattr(self, field) is not None:
@@ -273,6 +307,10 @@ class JobSpec(BaseModel):
         if self.program.startswith(EXAMPLE_PREFIX):
             return self.program[len(EXAMPLE_PREFIX) :]
         return None
+
+
+def _host_absolute(path: str) -> bool:
+    return path.startswith("/") or path == "~" or path.startswith("~/")
 
 
 class _FieldProblem(ValueError):

@@ -1,0 +1,195 @@
+"""Sync helper the console sends to a host (``python3 -u -c SOURCE OP ROOT``).
+
+It keeps a content-addressed object store under ROOT (``objects/ab/cdef...``, one file
+per content, read-only, so a program writing into a synced file fails instead of
+changing every tree that shares it) and materialises each synced tree as hard links
+into ``trees/NAME-ID`` (a copy where a link fails). A tree is built in a temporary
+directory and renamed into place, so a job never sees half a tree.
+
+``check``: stdin is the manifest ``{"tree": NAME-ID, "entries": [[path, oid], ...]}``;
+answers whether the tree is ready (every entry the object it should be) and which
+objects are missing. ``put``: stdin is the manifest on one line, then each object as
+``OID SIZE`` and its bytes in base64 lines (at most :data:`LINE_RAW` bytes per line),
+then ``.``; it stores them (checking each hash), answers ``{"stored": OID}`` per object,
+then builds the tree and answers ``{"tree": PATH, ...}``.
+
+Standard library only, Python >= 3.7; opens its output with its versioned hello.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import sys
+from typing import BinaryIO
+
+PROGRAM = "sync"
+VERSION = 1
+LINE_RAW = 3 * (1 << 18)  # raw bytes per base64 line (768 KiB -> 1 MiB of text)
+EXEC_SUFFIX = "x"  # an object id ending in x is stored executable
+HASH_LEN = 64
+
+
+def say(record: dict) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str) -> None:
+    say({"error": message})
+    sys.exit(1)
+
+
+def valid_oid(oid: str) -> bool:
+    digest = oid[:HASH_LEN]
+    rest = oid[HASH_LEN:]
+    return (
+        len(digest) == HASH_LEN
+        and all(c in "0123456789abcdef" for c in digest)
+        and rest in ("", EXEC_SUFFIX)
+    )
+
+
+def object_path(root: str, oid: str) -> str:
+    return os.path.join(root, "objects", oid[:2], oid[2:])
+
+
+def safe_relative(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and all(p not in ("", ".", "..") for p in parts)
+
+
+def read_manifest(text: str) -> dict:
+    manifest = json.loads(text)
+    tree = manifest.get("tree", "")
+    if not tree or "/" in tree or tree.startswith("."):
+        fail(f"bad tree name {tree!r}")
+    for path, oid in manifest.get("entries", []):
+        if not safe_relative(path) or not valid_oid(oid):
+            fail(f"bad manifest entry {path!r} -> {oid!r}")
+    return manifest
+
+
+def tree_ready(root: str, manifest: dict) -> bool:
+    """Every entry is there and is its object (same inode, or for a copy, same size)."""
+    tree = os.path.join(root, "trees", manifest["tree"])
+    if not os.path.isdir(tree):
+        return False
+    for path, oid in manifest["entries"]:
+        try:
+            have = os.lstat(os.path.join(tree, path))
+            want = os.stat(object_path(root, oid))
+        except OSError:
+            return False
+        if have.st_ino != want.st_ino and have.st_size != want.st_size:
+            return False
+    return True
+
+
+def check(root: str) -> None:
+    manifest = read_manifest(sys.stdin.read())
+    ready = tree_ready(root, manifest)
+    missing = []
+    if not ready:
+        seen = set()
+        for _path, oid in manifest["entries"]:
+            if oid not in seen and not os.path.isfile(object_path(root, oid)):
+                missing.append(oid)
+            seen.add(oid)
+    tree = os.path.join(root, "trees", manifest["tree"])
+    say({"ready": ready, "missing": missing, "tree": tree})
+
+
+def store_object(root: str, oid: str, size: int, stream: BinaryIO) -> None:
+    final = object_path(root, oid)
+    directory = os.path.dirname(final)
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".tmp-{oid[2:]}-{os.getpid()}")
+    digest = hashlib.sha256()
+    got = 0
+    with open(temporary, "wb") as out:
+        while got < size:
+            line = stream.readline()
+            if not line:
+                fail(f"the stream ended inside object {oid}")
+            data = base64.b64decode(line)
+            digest.update(data)
+            out.write(data)
+            got += len(data)
+    if got != size or digest.hexdigest() != oid[:HASH_LEN]:
+        os.unlink(temporary)
+        fail(f"object {oid} arrived damaged ({got} of {size} bytes, hash differs)")
+    os.chmod(temporary, 0o555 if oid.endswith(EXEC_SUFFIX) else 0o444)
+    os.replace(temporary, final)
+
+
+def materialise(root: str, manifest: dict) -> dict:
+    trees = os.path.join(root, "trees")
+    os.makedirs(trees, exist_ok=True)
+    final = os.path.join(trees, manifest["tree"])
+    temporary = os.path.join(trees, ".tmp-{}-{}".format(manifest["tree"], os.getpid()))
+    shutil.rmtree(temporary, ignore_errors=True)
+    os.makedirs(temporary)
+    linked = copied = 0
+    for path, oid in manifest["entries"]:
+        target = os.path.join(temporary, path)
+        parent = os.path.dirname(target)
+        if not os.path.isdir(parent):
+            os.makedirs(parent)
+        source = object_path(root, oid)
+        try:
+            os.link(source, target)
+            linked += 1
+        except OSError:  # another filesystem, too many links: a copy instead
+            shutil.copy2(source, target)
+            copied += 1
+    if os.path.isdir(final):
+        # There but not ready (a file was removed or replaced): swap in the new one.
+        old = os.path.join(trees, ".old-{}-{}".format(manifest["tree"], os.getpid()))
+        os.rename(final, old)
+        os.rename(temporary, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        try:
+            os.rename(temporary, final)
+        except OSError:
+            if not os.path.isdir(final):
+                raise
+            shutil.rmtree(temporary, ignore_errors=True)  # another sync built it meanwhile
+    return {"tree": final, "files": len(manifest["entries"]), "linked": linked, "copied": copied}
+
+
+def put(root: str) -> None:
+    stream = sys.stdin.buffer
+    manifest = read_manifest(stream.readline().decode())
+    while True:
+        header = stream.readline().decode().strip()
+        if header in (".", ""):
+            break
+        oid, size = header.split(" ")
+        if not valid_oid(oid):
+            fail(f"bad object id {oid!r}")
+        store_object(root, oid, int(size), stream)
+        say({"stored": oid})
+    say(materialise(root, manifest))
+
+
+def main() -> None:
+    say({"program": PROGRAM, "v": VERSION})
+    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "put"):
+        fail("usage: sync_program.py check|put ROOT")
+    root = os.path.expanduser(sys.argv[2])
+    try:
+        if sys.argv[1] == "check":
+            check(root)
+        else:
+            put(root)
+    except OSError as exc:
+        fail("{}: {}".format(getattr(exc, "filename", None) or root, exc.strerror or exc))
+
+
+if __name__ == "__main__":
+    main()
