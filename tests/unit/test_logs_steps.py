@@ -168,6 +168,32 @@ def test_printed_steps_per_second_forms() -> None:
     assert r0 is not None and (r0.step, r0.total, r0.samples_per_s) == (3, 20, 2890.2)
 
 
+def test_newest_figures_found_far_back_behind_lines_that_only_look_alike() -> None:
+    # The figures are on the first lines; thousands of characters after them hold the
+    # patterns' hints ("steps/s", "samples/s", "loss") without a number to read.
+    noise = [
+        line(0, f"note {i}: steps/s and samples/s pending, loss n/a", at=2.0) for i in range(200)
+    ]
+    tracker = StepTracker()
+    tracker.feed([line(0, "step 7 loss 0.25 samples/s 100.5 12.5 steps/s", at=1.0), *noise])
+    r = tracker.rank(0)
+    assert r is not None
+    assert (r.step, r.loss, r.samples_per_s, r.steps_per_s) == (7, 0.25, 100.5, 12.5)
+    # The newest of several matching lines counts, in one run and across runs.
+    tracker.feed([line(0, f"step {i} loss {i / 10} 3.5 steps/s", at=3.0) for i in (8, 9)] + noise)
+    r = tracker.rank(0)
+    assert r is not None and (r.step, r.loss) == (9, 0.9)
+
+
+def test_figures_read_when_lowercasing_changes_the_text_length() -> None:
+    # "İ" lowercases to two characters: positions in the lowercased text no longer agree.
+    tracker = StepTracker()
+    tracker.feed([line(0, "İ step 11 loss 0.5 samples/s 3.0 2.5 steps/s"), line(0, "İİ done")])
+    r = tracker.rank(0)
+    assert r is not None
+    assert (r.step, r.loss, r.samples_per_s, r.steps_per_s) == (11, 0.5, 3.0, 2.5)
+
+
 # -- the bundled examples, run for real: what they print is what the parser reads -------
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "console" / "examples"

@@ -1,0 +1,190 @@
+"""`distconsole gpus --json` against `pdsh` + nvidia-smi on the same real sshd hosts.
+
+N real OpenSSH sshd hosts on loopback (``tests/sshd_cluster.py`` with one shared
+account, so up to 240 hosts; needs root, like the tests), each answering nvidia-smi with
+the GPU STAND-IN (``tests/standin/nvidia-smi``, a real captured H200: this machine has
+no GPU). For each N, in one run, alternating:
+
+- ``distconsole gpus --json HOSTS`` (connect to every host, start one sampler each,
+  wait for every host's first sample with its host figures, print, exit);
+- the naive way people use today: ``pdsh -R ssh -f F -w HOSTS`` running the two
+  nvidia-smi queries the sampler makes (``--query-gpu`` with the same fields, then
+  ``--query-compute-apps``), through OpenSSH's ``ssh`` with an ``ssh_config`` naming
+  each host's port, user, key and known_hosts (``-F``); ``install pdsh`` (apt) first.
+
+Both are separate processes started by this script; "console CPU" is the CPU time of
+that process and everything it waited for on the console side (pdsh's ssh clients
+included: ``RUSAGE_CHILDREN``), never the hosts' sshd, shells, samplers or
+nvidia-smi, which here share this machine's 2 cores with the console but on a real
+cluster run on the hosts. Wall time is to the process's exit; both print every host.
+
+    python bench/gpus_cli.py [--hosts 1,64] [--repeat 3] [--fanout 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from common import fmt, host_counts, positive_int, print_header  # noqa: E402
+
+from console.hostprogs.sample_schema import QUERY_APPS, query_gpu  # noqa: E402
+
+PYTHON = sys.executable
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and the children it waited for, stdout)."""
+    cpu0, t0 = children_cpu_s(), time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    wall, cpu = time.perf_counter() - t0, children_cpu_s() - cpu0
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall, cpu, done.stdout
+
+
+def nvsmi_commands(standin: Path) -> str:
+    gpu = ",".join(query_gpu())
+    apps = ",".join(QUERY_APPS)
+    fmt_ = "--format=csv,noheader,nounits"
+    return (
+        f"export PATH={standin}:$PATH; nvidia-smi --query-gpu={gpu} {fmt_}; "
+        f"nvidia-smi --query-compute-apps={apps} {fmt_}"
+    )
+
+
+def ssh_config(cluster: Any, path: Path) -> Path:
+    lines = []
+    for host in cluster.hosts:
+        lines += [
+            f"Host {host.name}",
+            f"  HostName {host.address}",
+            f"  Port {host.port}",
+            f"  User {host.user}",
+            f"  IdentityFile {cluster.client_key_path}",
+            "  IdentitiesOnly yes",
+            f"  UserKnownHostsFile {cluster.known_hosts_path}",
+            "  StrictHostKeyChecking yes",
+            "  BatchMode yes",
+            "  LogLevel ERROR",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -> dict[str, Any]:
+    names = [h.name for h in cluster.hosts[:count]]
+    inventory = cluster.write_inventory(
+        work / f"hosts{count}.yaml", setup=f"export PATH={standin}:$PATH"
+    )
+    # The inventory lists every host of the cluster; --host picks the first ``count``.
+    gpus_cmd = [PYTHON, "-m", "console", "gpus", "--json", str(inventory)]
+    for name in names:
+        gpus_cmd += ["--host", name]
+    wall, cpu, out = timed(gpus_cmd)
+    views = json.loads(out)
+    sampled = sum(1 for v in views if v["gpus"])
+    config = ssh_config(cluster, work / "ssh_config")
+    env = dict(os.environ, PDSH_SSH_ARGS=f"-F {config} %h", PDSH_RCMD_TYPE="ssh")
+    pdsh_cmd = ["pdsh", "-R", "ssh", "-f", str(fanout), "-w", ",".join(names)]
+    pdsh_cmd.append(nvsmi_commands(standin))
+    p_wall, p_cpu, p_out = timed(pdsh_cmd, env)
+    answered = {line.split(":", 1)[0] for line in p_out.splitlines() if ":" in line}
+    return {
+        "gpus_wall": wall,
+        "gpus_cpu": cpu,
+        "gpus_sampled": sampled,
+        "pdsh_wall": p_wall,
+        "pdsh_cpu": p_cpu,
+        "pdsh_hosts": len(answered & set(names)),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=host_counts("1,64", 240), default=[1, 64])
+    parser.add_argument("--repeat", type=positive_int, default=3, help="runs per N (median)")
+    parser.add_argument("--fanout", type=positive_int, default=64, help="pdsh -f")
+    args = parser.parse_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("bench/gpus_cli.py starts real sshd hosts: run it as root")
+    if shutil.which("pdsh") is None:
+        raise SystemExit(
+            "bench/gpus_cli.py compares with pdsh: install pdsh (apt-get install pdsh)"
+        )
+    from gpu_standin import readable_standin_dir
+    from sshd_cluster import SshdCluster
+
+    standin = readable_standin_dir()
+    with tempfile.TemporaryDirectory(prefix="bench-gpus-") as tmp:
+        work = Path(tmp)
+        work.chmod(0o755)
+        cluster = SshdCluster(work / "cluster", max(args.hosts), shared_account=True)
+        try:
+            load1, load5, _ = os.getloadavg()
+            print(
+                f"gpus --json vs pdsh: {max(args.hosts)} real sshd hosts on loopback (one "
+                f"account), nvidia-smi = GPU STAND-IN replaying a captured H200; pdsh -f "
+                f"{args.fanout}; {args.repeat} run(s) per N, alternating (median); "
+                f"{os.cpu_count()} CPUs, load average {load1:.2f} / {load5:.2f}",
+                flush=True,
+            )
+            results = {
+                n: [run_pair(cluster, n, args.fanout, standin, work) for _ in range(args.repeat)]
+                for n in args.hosts
+            }
+        finally:
+            cluster.close()
+    _print(results, args)
+    return 0
+
+
+def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -> None:
+    def med(runs: list[dict[str, Any]], key: str) -> float:
+        return float(statistics.median(r[key] for r in runs))
+
+    header = (
+        f"{'hosts':>5}  {'gpus --json wall':>16}  {'console CPU':>11}  {'pdsh wall':>9}  "
+        f"{'pdsh CPU':>8}  {'wall ratio':>10}  {'CPU ratio':>9}  {'answered':>13}"
+    )
+    print()
+    print_header(header)
+    for n, runs in results.items():
+        gw, gc, pw, pc = (med(runs, k) for k in ("gpus_wall", "gpus_cpu", "pdsh_wall", "pdsh_cpu"))
+        answered = f"{min(r['gpus_sampled'] for r in runs)}/{min(r['pdsh_hosts'] for r in runs)}"
+        print(
+            f"{n:>5}  {gw:>14.2f} s  {gc:>9.2f} s  {pw:>7.2f} s  {pc:>6.2f} s  "
+            f"{fmt(pw / gw if gw else None, '.2f'):>9}x  {fmt(pc / gc if gc else None, '.1f'):>8}x  "
+            f"{answered:>13}"
+        )
+    print(
+        "wall ratio: pdsh / gpus (> 1: gpus is faster); CPU ratio: pdsh's console-side CPU "
+        "(pdsh + its ssh clients) / gpus's; answered: hosts with GPUs in gpus' JSON / hosts "
+        "that answered pdsh"
+    )
+    print("targets: gpus --json faster in wall time, >= 5x less console CPU")
+    print(f"command: python bench/gpus_cli.py --hosts {','.join(map(str, results))} "
+          f"--repeat {args.repeat} --fanout {args.fanout}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
