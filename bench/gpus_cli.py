@@ -171,10 +171,11 @@ def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -
     for n, runs in results.items():
         gw, gc, pw, pc = (med(runs, k) for k in ("gpus_wall", "gpus_cpu", "pdsh_wall", "pdsh_cpu"))
         answered = f"{min(r['gpus_sampled'] for r in runs)}/{min(r['pdsh_hosts'] for r in runs)}"
+        wall_ratio = fmt(pw / gw if gw else None, ".2f")
+        cpu_ratio = fmt(pc / gc if gc else None, ".1f")
         print(
             f"{n:>5}  {gw:>14.2f} s  {gc:>9.2f} s  {pw:>7.2f} s  {pc:>6.2f} s  "
-            f"{fmt(pw / gw if gw else None, '.2f'):>9}x  {fmt(pc / gc if gc else None, '.1f'):>8}x  "
-            f"{answered:>13}"
+            f"{wall_ratio:>9}x  {cpu_ratio:>8}x  {answered:>13}"
         )
     print(
         "wall ratio: pdsh / gpus (> 1: gpus is faster); CPU ratio: pdsh's console-side CPU "

@@ -258,9 +258,9 @@ def _last_match(
         for index, (joined, low, plain) in enumerate(texts):
             if hint is not None and len(low) == len(joined):
                 m = _last_hinted_match(pattern, hint, joined, low)
-            elif hint is not None and hint.search(low) is None:
-                continue
-            elif prefilter is not None and plain and prefilter.search(joined) is None:
+            elif (hint is not None and hint.search(low) is None) or (
+                prefilter is not None and plain and prefilter.search(joined) is None
+            ):
                 continue
             else:
                 m = _last_line_match(pattern, joined)
