@@ -198,6 +198,47 @@ def _check_env_item(key: str, value: str) -> None:
         raise ValueError(f"{key}: value contains a NUL character")
 
 
+_SBATCH_WORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,+=-]*$")
+_SBATCH_OPTION_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9._:,+=/@%-]+)?$")
+
+
+class SlurmSettings(BaseModel):
+    """hosts.yaml's ``slurm:`` section: where Slurm commands run and the job defaults.
+
+    ``login`` is an inventory host where sbatch/squeue/scancel run over SSH (its
+    ``setup`` line prepares their environment); its work_dir holds each job's script
+    and output files, which the compute nodes must see (a shared filesystem, as on
+    every Slurm cluster)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    login: str
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None  # sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, ...
+    sbatch_options: tuple[str, ...] = ()  # extra `#SBATCH` lines, e.g. --qos=high
+
+    @field_validator("partition", "account", "time", mode="before")
+    @classmethod
+    def _word(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # `time: 30` (minutes)
+        if isinstance(value, str) and not _SBATCH_WORD_RE.match(value):
+            raise ValueError(f"{value!r}: use letters, digits and . _ : , + = - (no spaces)")
+        return value
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _options(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for option in value:
+            if not _SBATCH_OPTION_RE.match(option):
+                raise ValueError(
+                    f"{option!r} is not an sbatch option such as --qos=high or "
+                    "--constraint=a100 (one option per item, no spaces)"
+                )
+        return value
+
+
 class Inventory(BaseModel):
     """All hosts of one inventory file, in file order (the first host is the master)."""
 
@@ -206,6 +247,7 @@ class Inventory(BaseModel):
     path: str
     hosts: tuple[Host, ...]
     format: Literal["yaml", "pssh", "mpi-hostfile"] = "yaml"
+    slurm: SlurmSettings | None = None  # hosts.yaml's `slurm:` section
 
     def get(self, name: str) -> Host:
         for host in self.hosts:
@@ -264,3 +306,8 @@ def build_host(fields: Mapping[str, Any]) -> Host:
 def host_problems(error: ValidationError) -> list[Problem]:
     """Every problem of a host's ValidationError, worded for people."""
     return problems(error, known_keys=Host.model_fields)
+
+
+def slurm_problems(error: ValidationError) -> list[Problem]:
+    """Every problem of the ``slurm:`` section's ValidationError, worded for people."""
+    return problems(error, known_keys=SlurmSettings.model_fields)

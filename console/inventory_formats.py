@@ -17,12 +17,19 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from console.errors import InventoryError
-from console.inventory import Host, Inventory, build_host, host_problems
+from console.inventory import (
+    Host,
+    Inventory,
+    SlurmSettings,
+    build_host,
+    host_problems,
+    slurm_problems,
+)
 from console.inventory_hostfile import HostSpecError, parse_host_spec
 from console.names import env_name_problem
 from console.validation import did_you_mean
 
-TOP_LEVEL_KEYS = ("defaults", "hosts")
+TOP_LEVEL_KEYS = ("defaults", "hosts", "slurm")
 _LOCAL_PATH_KEYS = ("identity_file", "known_hosts")
 _PER_HOST_ONLY = ("name", "address")
 
@@ -98,8 +105,45 @@ def load_yaml(text: str, path: str, base: Path) -> Inventory:
             )
             continue
         seen[host.name] = i
+    slurm = _slurm_section(doc, [h.name for h in hosts if h is not None], found)
     found.raise_any()
-    return Inventory(path=path, hosts=tuple(h for h in hosts if h is not None), format="yaml")
+    return Inventory(
+        path=path, hosts=tuple(h for h in hosts if h is not None), format="yaml", slurm=slurm
+    )
+
+
+def _slurm_section(doc: Any, host_names: list[str], found: _Problems) -> SlurmSettings | None:
+    """The ``slurm:`` section (None without one); its problems name ``slurm.KEY``."""
+    section = doc.get("slurm")
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        found.add(
+            "must be a mapping (login, partition, account, time, sbatch_options)",
+            _key_line(doc, "slurm"),
+            "slurm",
+        )
+        return None
+    try:
+        settings = SlurmSettings.model_validate(_plain(section))
+    except ValidationError as exc:
+        for problem in slurm_problems(exc):
+            key = problem.key
+            line = _key_line(section, key, _key_line(doc, "slurm"))
+            value = section.get(key) if isinstance(key, str) else None
+            if len(problem.loc) > 1 and isinstance(problem.loc[1], int) and isinstance(value, list):
+                line = _item_line(value, problem.loc[1], line)
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in problem.loc)
+            found.add(problem.message, line, f"slurm{where}")
+        return None
+    if settings.login not in host_names:
+        found.add(
+            f"{settings.login!r} is not a host of this inventory (hosts: {', '.join(host_names)})",
+            _key_line(section, "login"),
+            "slurm.login",
+        )
+        return None
+    return settings
 
 
 class _Problems:

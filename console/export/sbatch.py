@@ -85,22 +85,31 @@ def _kill_on_bad_exit(shape: JobShape) -> str:
     return f"--kill-on-bad-exit={1 if shape.spec.fail_fast else 0}"
 
 
-def _ddp(shape: JobShape) -> list[str]:
+def _task_output(stem: str | None) -> str:
+    """srun's ``--output`` for one file per task next to the batch script (``%t`` is the
+    task's number in its step), or nothing: the tasks' output goes to the batch log."""
+    if stem is None:
+        return ""
+    return f' --output="$SLURM_SUBMIT_DIR/{stem}-%t.out"'
+
+
+def _ddp(shape: JobShape, stem: str | None) -> list[str]:
     port = shape.master_port
     torchrun = _q(torchrun_command(shape.python))
     return [
-        'head="${nodes[0]}"',
+        'head="${addresses[0]}"',
         f'export MASTER_ADDR="$head" MASTER_PORT={port}',
-        f"srun {_kill_on_bad_exit(shape)} --ntasks-per-node=1 \\",
+        f"srun {_kill_on_bad_exit(shape)}{_task_output(stem)} --ntasks-per-node=1 \\",
         f'  {torchrun} --nnodes "$SLURM_NNODES" --nproc-per-node {shape.gpus_per_node} \\',
         f'  --rdzv-id "$SLURM_JOB_ID" --rdzv-backend c10d --rdzv-endpoint "$head:{port}" \\',
         f"  {_q([*_torchrun_target(shape), *shape.args])}",
     ]
 
 
-def _mpi(shape: JobShape) -> list[str]:
+def _mpi(shape: JobShape, stem: str | None) -> list[str]:
+    kill = _kill_on_bad_exit(shape)
     return [
-        f"srun --mpi=pmix {_kill_on_bad_exit(shape)} --ntasks-per-node={shape.gpus_per_node} \\",
+        f"srun --mpi=pmix {kill}{_task_output(stem)} --ntasks-per-node={shape.gpus_per_node} \\",
         f"  {_q([*_program(shape), *shape.args])}",
     ]
 
@@ -120,7 +129,7 @@ exec "$@"
 """
 
 
-def _ps(shape: JobShape) -> list[str]:
+def _ps(shape: JobShape, stem: str | None) -> list[str]:
     chief = 1 if shape.spec.chief else 0
     base = shape.master_port
     kill = _kill_on_bad_exit(shape)
@@ -129,7 +138,7 @@ def _ps(shape: JobShape) -> list[str]:
         f"# Task k of the console's order (ps, chief, workers) listens on its node at {base}+k;",
         "# each step places its tasks round-robin over the nodes, as TF_CONFIG says.",
         f"ps_tasks={shape.ps_tasks} chief={chief} workers={shape.workers} port={base}",
-        'address() { echo "\\"${nodes[$(($1 % ${#nodes[@]}))]}:$2\\""; }',
+        'address() { echo "\\"${addresses[$(($1 % ${#addresses[@]}))]}:$2\\""; }',
         'join() { local IFS=,; echo "$*"; }',
         "ps=() chief_list=() worker=()",
         'for ((i = 0; i < ps_tasks; i++)); do ps+=("$(address "$i" "$((port + i))")"); done',
@@ -143,12 +152,14 @@ def _ps(shape: JobShape) -> list[str]:
         "export DC_CLUSTER DC_CHIEF=$chief",
         f"task={shlex.quote(_PS_TASK)}",
         "step_nodes() { echo $(($1 < ${#nodes[@]} ? $1 : ${#nodes[@]})); }",
-        f'srun --overlap {kill} --ntasks="$ps_tasks" --relative=0 \\',
+        f'srun --overlap {kill}{_task_output(stem and "ps")} --ntasks="$ps_tasks" --relative=0 \\',
         '  --nodes="$(step_nodes "$ps_tasks")" \\',
         f'  --distribution=cyclic bash -c "$task" task ps {program} &',
         "ps_step=$!",
         "status=0",
-        f'srun --overlap {kill} --ntasks="$((chief + workers))" --relative=0 \\',
+        f"srun --overlap {kill}{_task_output(stem and 'worker')} \\",
+        '  --ntasks="$((chief + workers))" \\',
+        "  --relative=0 \\",
         '  --nodes="$(step_nodes "$((chief + workers))")" \\',
         f'  --distribution=cyclic bash -c "$task" task worker {program} || status=$?',
         "# The PS rule: ps tasks serve until told to stop; the job is done with the workers.",
@@ -172,8 +183,15 @@ def sbatch_export(
     partition: str | None = None,
     account: str | None = None,
     time: str | None = None,
+    sbatch_options: tuple[str, ...] = (),
+    task_output: str | None = None,
 ) -> SbatchExport:
-    """The batch script; UsageError names a bad ``--partition/--account/--time``."""
+    """The batch script; UsageError names a bad ``--partition/--account/--time``.
+
+    ``sbatch_options``: more ``#SBATCH`` lines (the inventory's ``slurm.sbatch_options``,
+    already checked there). ``task_output`` (the Slurm backend's): each task writes its
+    own ``STEM-%t.out`` in the submit directory (ps jobs: ``ps-%t``/``worker-%t``), the
+    batch script's own output is ``batch.out`` there."""
     extra = {"partition": partition, "account": account, "time": time}
     check_options(**extra)
     spec = shape.spec
@@ -183,7 +201,11 @@ def sbatch_export(
     lines = [
         "#!/bin/bash",
         f"# {kind.value} job {name}: {nodes} node(s) x {shape.gpus_per_node} GPU(s), "
-        "written by `distconsole export --to sbatch`. Submit: sbatch THIS_FILE",
+        + (
+            "submitted by `distconsole launch --scheduler slurm`"
+            if task_output
+            else "written by `distconsole export --to sbatch`. Submit: sbatch THIS_FILE"
+        ),
     ]
     if shape.example_module is not None:
         lines.append(
@@ -203,8 +225,9 @@ def sbatch_export(
     else:
         lines += [f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={shape.gpus_per_node}"]
     lines.append(f"#SBATCH --gpus-per-node={shape.gpus_per_node}")
-    lines.append("#SBATCH --output=%x-%j.out")
+    lines.append("#SBATCH --output=batch.out" if task_output else "#SBATCH --output=%x-%j.out")
     lines += [f"#SBATCH --{k}={v}" for k, v in extra.items() if v is not None]
+    lines += [f"#SBATCH {option}" for option in sbatch_options]
     lines += ["", "set -euo pipefail"]
     if spec.workdir:
         lines.append(f"cd {shell_word(spec.workdir)}")
@@ -216,8 +239,17 @@ def sbatch_export(
         lines.append(f"export {key}={shlex.quote(value)}")
     if kind in (JobKind.DDP, JobKind.PS):
         lines.append('mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
+        # Each node's NodeAddr: how Slurm itself reaches it (a node name may not resolve).
+        lines += [
+            "addresses=()",
+            'for n in "${nodes[@]}"; do',
+            '  a=$(scontrol show node "$n" -o |',
+            "    sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p') || a=",
+            '  addresses+=("${a:-$n}")',
+            "done",
+        ]
     body = {JobKind.DDP: _ddp, JobKind.MPI: _mpi, JobKind.HOROVOD: _mpi, JobKind.PS: _ps}
-    lines += body[kind](shape)
+    lines += body[kind](shape, task_output)
     warnings = list(shape.warnings)
     if spec.workdir and spec.workdir.startswith("~"):
         warnings.append(f"--workdir {spec.workdir} is the submitting user's home on the nodes")

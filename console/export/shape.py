@@ -18,7 +18,7 @@ from console.jobs.models import JobKind
 from console.jobs.placement import Placement, place, step_split, substitute
 from console.jobs.plan_mpi import THREAD_CAPS
 from console.jobs.plan_ps import DEFAULT_PS_TASKS
-from console.jobs.spec import JobSpec
+from console.jobs.spec import JobSpec, spec_with
 
 # torchrun's own default rendezvous port, used when the spec names none (the console's
 # per-job port comes from its job id, which an exported job does not have).
@@ -82,10 +82,16 @@ def _common_interface(p: Placement) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def job_shape(spec: JobSpec, inventory: Inventory) -> JobShape:
+def job_shape(spec: JobSpec, inventory: Inventory, *, nodes: int | None = None) -> JobShape:
     """The shape of ``spec`` on ``inventory``; a JobSpecError names the spec field
     (``gpus_per_host`` when the chosen hosts differ in GPUs, ``total_steps`` when the
-    budget cannot be shared)."""
+    budget cannot be shared).
+
+    ``nodes``: a scheduler's node count (``launch --scheduler slurm --nodes N``); the
+    spec's hosts then only lend their Python and interface, and the GPUs per node are
+    ``--gpus-per-host`` (default 1)."""
+    if nodes is not None:
+        return _scheduled_shape(spec, inventory, nodes)
     p = place(spec, inventory, _PLACEMENT_ID)
     # Not p.warnings: they are about SSH addresses, which an export does not use.
     warnings = [
@@ -109,13 +115,28 @@ def job_shape(spec: JobSpec, inventory: Inventory) -> JobShape:
                 f"{', '.join(unknown)}: gpus is 'auto' in the inventory; exported with "
                 f"{gpus} GPU per node (give --gpus-per-host)"
             )
+    return _shape(spec, p, len(p.hosts), gpus, tuple(warnings))
+
+
+def _scheduled_shape(spec: JobSpec, inventory: Inventory, nodes: int) -> JobShape:
+    if nodes < 1:
+        raise JobSpecError("nodes", f"must be at least 1, got {nodes}")
+    p = place(spec_with(spec, gpus_per_host=1), inventory, _PLACEMENT_ID)
+    gpus = spec.gpus_per_host if spec.gpus_per_host is not None else 1
+    return _shape(spec, p, nodes, gpus, ())
+
+
+def _shape(
+    spec: JobSpec, p: Placement, nodes: int, gpus: int, warnings: tuple[str, ...]
+) -> JobShape:
+    extra: list[str] = list(warnings)
     ps_tasks = workers = 0
     if spec.kind is JobKind.PS:
         ps_tasks = spec.ps if spec.ps is not None else DEFAULT_PS_TASKS
-        workers = spec.workers if spec.workers is not None else len(p.hosts)
+        workers = spec.workers if spec.workers is not None else nodes
         world_size = workers
     else:
-        world_size = len(p.hosts) * gpus
+        world_size = nodes * gpus
     steps_per_rank, _dropped = step_split(spec.total_steps, world_size)
     args = substitute(
         spec.args,
@@ -126,14 +147,14 @@ def job_shape(spec: JobSpec, inventory: Inventory) -> JobShape:
         },
     )
     if spec.kind is JobKind.HOROVOD and spec.horovod_launcher == "gloo":
-        warnings.append(
+        extra.append(
             "horovod ranks start under MPI in an exported job (the scheduler's MPI "
             "launcher, not horovodrun --gloo): the image or nodes need horovod built "
             "with MPI support"
         )
     return JobShape(
         spec=spec,
-        nodes=len(p.hosts),
+        nodes=nodes,
         gpus_per_node=gpus,
         world_size=world_size,
         args=args,
@@ -143,5 +164,5 @@ def job_shape(spec: JobSpec, inventory: Inventory) -> JobShape:
         steps_per_rank=steps_per_rank,
         ps_tasks=ps_tasks,
         workers=workers,
-        warnings=tuple(warnings),
+        warnings=tuple(extra),
     )
