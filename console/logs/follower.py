@@ -35,6 +35,9 @@ from console.transport.streams import stderr_summary
 MAX_LINE = 32768  # bytes; longer lines are split into pieces (the follower does it)
 HEARTBEAT_S = 2.0
 SILENCE_LIMIT_S = 10.0  # no record (not even a heartbeat) for this long: the link is dead
+# Reads with at least this much line data are decoded in a worker thread (a smaller one
+# costs less inline than the hand-over).
+OFF_LOOP_BYTES = 16384
 
 
 def program_source() -> str:
@@ -164,8 +167,15 @@ class HostLogFollower:
             advanced[frame.path] = FileCursor(frame.start + len(frame.data), frame.inode)
         return LineRuns(out), advanced
 
-    def _data_batch(self, frames: list[Data]) -> LogBatch:
-        lines, advanced = self.decode(frames)
+    async def _data_batch(self, frames: list[Data]) -> LogBatch:
+        """The batch of these data frames. A large read is decoded (UTF-8, rank
+        attribution, runs) in a worker thread, so the event loop (the UI's keys and
+        frames, other hosts) keeps its turns while a firehose arrives; the cursors
+        advance here, on the loop, as the batch is handed over."""
+        if sum(len(frame.data) for frame in frames) >= OFF_LOOP_BYTES:
+            lines, advanced = await asyncio.to_thread(self.decode, frames)
+        else:
+            lines, advanced = self.decode(frames)
         self.cursors.update(advanced)
         return LogBatch(self.target.host, lines, (), self.clock())
 
@@ -245,7 +255,7 @@ class HostLogFollower:
                             data.append(frame)
                             continue
                         if data:  # in order: a note may reset the cursor data advanced
-                            yield self._data_batch(data)
+                            yield await self._data_batch(data)
                             data = []
                         if isinstance(frame, Note):
                             yield LogBatch(host, (), (self._note(frame),), self.clock())
@@ -255,7 +265,7 @@ class HostLogFollower:
                             ended = True
                             break
                     if data:
-                        yield self._data_batch(data)
+                        yield await self._data_batch(data)
                     if ended:
                         break
             finally:
