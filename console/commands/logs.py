@@ -140,7 +140,8 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
     except JobError:
         plan = None  # not started from this machine: list the job directory on each host
     if plan is not None:
-        names = {la.host for la in plan.launches}
+        # MPI ranks write their logs on the hosts they run on, not only the launcher's.
+        names = {la.host for la in plan.launches} | set(plan.hosts_involved)
         hosts = [h for h in inv.hosts if h.name in names]
         targets: list[FollowTarget] = targets_from_plan(plan, [h.name for h in hosts])
         missing = sorted(names - {h.name for h in hosts})

@@ -22,28 +22,38 @@ LISTING_PATTERNS = ("*.out", "*.err", "stdout", "stderr")
 
 
 def targets_from_plan(plan: JobPlan, hosts: Iterable[str] | None = None) -> list[FollowTarget]:
-    """One target per host that has log files in the plan (optionally only ``hosts``)."""
+    """One target per host that has log files in the plan (optionally only ``hosts``).
+
+    A file is followed on the host it is written on (``LogFile.host``): MPI and Horovod
+    ranks write theirs where they run, not on the launcher's host. Only hosts that run a
+    planned process have its ``.exit`` files as done markers, and every MPI rank file's
+    host its rank's ``done`` marker (written once the rank's output is closed).
+    """
     wanted = set(hosts) if hosts is not None else None
     files: dict[str, list[FileContext]] = defaultdict(list)
     launches: dict[str, list[RankLaunch]] = defaultdict(list)
+    ranks_on: dict[str, list[int]] = defaultdict(list)
     for launch in plan.launches:
-        if wanted is not None and launch.host not in wanted:
-            continue
         launches[launch.host].append(launch)
         for log in launch.log_paths:
-            files[launch.host].append(context_for(plan.job_id, launch.host, log, launch))
+            where = log.host or launch.host
+            if log.host is not None and log.rank is not None and log.stream == "stdout":
+                ranks_on[where].append(log.rank)  # a rank that runs where its file is
+            if wanted is not None and where not in wanted:
+                continue
+            files[where].append(context_for(plan.job_id, where, log, launch))
     targets = []
     for host, contexts in files.items():
         job_dir = plan.job_dirs.get(host)
-        done = (
-            tuple(
+        done: tuple[str, ...] = ()
+        if job_dir:
+            done = tuple(
                 paths.exit_file(job_dir, paths.process_name(launch.role, launch.index))
-                for launch in launches[host]
-            )
-            if job_dir
-            else ()
+                for launch in launches.get(host, ())
+            ) + tuple(paths.rank_done(job_dir, rank) for rank in ranks_on.get(host, ()))
+        node_ranks = tuple(ranks_on.get(host, ())) or next(
+            (la.ranks for la in launches.get(host, ()) if la.ranks), ()
         )
-        node_ranks = next((la.ranks for la in launches[host] if la.ranks), ())
         targets.append(
             FollowTarget(
                 plan.job_id,

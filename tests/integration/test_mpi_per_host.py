@@ -1,0 +1,135 @@
+"""mpirun across real sshd hosts with per-host users and homes (issue 10 part 3).
+
+The fixture's default cluster: node0 is user dctestA with its own home and port, node1
+is dctestB with another. The launcher runs on node0 as dctestA and reaches both hosts by
+inventory name through dctestA's ~/.ssh/config (the fixture writes one entry per host,
+as ``distconsole keys`` does). The program is ``~/report.py``, a file in EACH user's own
+home, so it only runs if the path resolves on the rank's host; each rank's log is read
+back from the host the rank ran on, with the real ``distconsole logs JOB --json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+from sshd_cluster import SshdCluster
+
+from console.inventory import load
+from console.jobs.history import JobHistory
+from console.jobs.models import JobState
+from console.jobs.runner import JobRunner
+from console.jobs.spec import make_spec
+from console.transport.pool import ClusterConnections
+
+pytestmark = [pytest.mark.sshd, pytest.mark.slow, pytest.mark.mpi]
+
+JOB_TIMEOUT_S = 60
+
+# One write per line (os.write): mpirun forwards a print's text and newline as two pieces.
+REPORT = """\
+import os, pwd
+uid = os.getuid()
+line = "rank=%s user=%s uid=%d home=%s cwd=%s value=%s\\n" % (
+    os.environ["OMPI_COMM_WORLD_RANK"], pwd.getpwuid(uid).pw_name, uid, os.environ["HOME"],
+    os.getcwd(), os.environ.get("DISTCONSOLE_TEST_VALUE"),
+)
+os.write(1, line.encode())
+"""
+
+
+def put_report(cluster: SshdCluster) -> None:
+    for host in cluster.hosts:
+        path = host.home / "report.py"
+        path.write_text(REPORT)
+        owner = pwd.getpwnam(host.user)
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+
+
+@asynccontextmanager
+async def runner_for(cluster: SshdCluster, data: Path) -> AsyncIterator[JobRunner]:
+    inventory = load(cluster.inventory_path)
+    pool = ClusterConnections(inventory)
+    await pool.wait_settled()
+    runner = JobRunner(pool, inventory, history=JobHistory(data / "jobs.sqlite3"), grace_s=5)
+    try:
+        yield runner
+    finally:
+        await runner.close()
+        await pool.close()
+
+
+def dc(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(data))
+    return subprocess.run(
+        [sys.executable, "-m", "console", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+async def test_mpirun_four_ranks_on_two_per_host_users_with_logs_from_each_host(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
+    cluster = sshd_cluster(n=2)
+    assert cluster.hosts[0].user != cluster.hosts[1].user
+    cluster.write_inventory(interface="lo")
+    put_report(cluster)
+    data = tmp_path / "data"
+    data.mkdir()
+    async with runner_for(cluster, data) as runner:
+        spec = make_spec(
+            kind="mpi",
+            program="~/report.py",
+            gpus_per_host=2,
+            env={"DISTCONSOLE_TEST_VALUE": "a b'c"},
+        )
+        plan = await runner.prepare(spec)
+        argv = plan.launches[0].argv
+        # Different users and ports: hosts by inventory name, no single -p.
+        assert argv[argv.index("-H") + 1] == "node0:2,node1:2"
+        assert "plm_rsh_args" not in argv
+        job = await runner.launch(plan)
+        state = await asyncio.wait_for(job.wait(), JOB_TIMEOUT_S)
+        assert state is JobState.SUCCEEDED, job.failure and job.failure.describe()
+    # Each rank's file is on the host it ran on, in that user's own home.
+    seen = {}
+    for log in plan.launches[0].log_paths:
+        if log.role == "rank" and log.stream == "stdout":
+            assert log.host is not None and log.rank is not None
+            host = cluster.host(log.host)
+            text = (host.home / log.path.removeprefix("~/")).read_text()
+            seen[log.rank] = (host, text)
+    assert sorted(seen) == [0, 1, 2, 3]
+    for rank, (host, text) in seen.items():
+        expected = (
+            f"rank={rank} user={host.user} uid={host.uid} home={host.home} "
+            f"cwd={host.home}/distconsole value=a b'c"
+        )
+        assert text.strip() == expected, (rank, text)
+    assert [seen[r][0].name for r in range(4)] == ["node0", "node0", "node1", "node1"]
+
+    # `distconsole logs JOB --json` reads node1's ranks from node1.
+    out = dc(data, "logs", str(cluster.inventory_path), plan.job_id, "--json")
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(ln) for ln in out.stdout.splitlines()]
+    by_rank = {
+        rec["rank"]: rec
+        for rec in lines
+        if rec["role"] == "rank" and rec["line"].startswith("rank=")
+    }
+    assert sorted(by_rank) == [0, 1, 2, 3], out.stdout
+    for rank, rec in by_rank.items():
+        host = seen[rank][0]
+        assert rec["host"] == host.name
+        assert rec["line"].startswith(f"rank={rank} user={host.user} "), rec
