@@ -23,6 +23,7 @@ RUNS = {
     "monitor": (["--hosts", "2", "--duration", "2"], "first frame"),
     "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
     "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
+    "sync": (["--size-mb", "2", "--small-files", "20", "--large-files", "1"], "ratio"),
     "logs": (
         [
             "--duration",
@@ -43,8 +44,8 @@ RUNS = {
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_benchmark_runs_and_prints_its_table(name: str) -> None:
-    if name == "logs" and os.geteuid() != 0:
-        pytest.skip("bench/logs.py starts its own sshd host, which needs root")
+    if name in ("logs", "sync") and os.geteuid() != 0:
+        pytest.skip(f"bench/{name}.py starts its own sshd hosts, which needs root")
     args, heading = RUNS[name]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / f"{name.split()[0]}.py"), *args],
