@@ -76,12 +76,24 @@ def plan_to_dict(plan: JobPlan, tree: SyncTree | None = None) -> dict[str, Any]:
         "master_addr": plan.master_addr,
         "master_port": plan.master_port,
         "fail_fast": plan.fail_fast,
+        "hang_timeout": plan.hang_timeout,
+        "stop_on_hang": plan.stop_on_hang,
         "hosts": list(plan.hosts_involved),
         "job_dirs": dict(plan.job_dirs),
         "uploads": [dataclasses.asdict(u) for u in plan.uploads],
         "warnings": list(plan.warnings),
         "launches": [launch_to_dict(launch) for launch in plan.launches],
     }
+
+
+def hang_line(plan: JobPlan) -> str:
+    if plan.hang_timeout is None:
+        return "hang check: off"
+    then = "stop the job" if plan.stop_on_hang else "keep it running"
+    return (
+        f"hang check: hung after {plan.hang_timeout:g} s without a new log line; "
+        f"capture every rank's stacks, then {then}"
+    )
 
 
 def format_plan(plan: JobPlan, tree: SyncTree | None = None) -> str:
@@ -99,6 +111,7 @@ def format_plan(plan: JobPlan, tree: SyncTree | None = None) -> str:
         )
     if plan.master_port is not None:
         lines.append(f"master: {plan.master_addr}:{plan.master_port}")
+    lines.append(hang_line(plan))
     lines += [f"warning: {w}" for w in plan.warnings]
     for launch in plan.launches:
         ranks = f" ranks {launch.ranks[0]}-{launch.ranks[-1]}" if launch.ranks else ""

@@ -52,9 +52,6 @@ class LogFile:
     rank: int | None = None
     local_rank: int | None = None
     index: int | None = None  # task index for ps/worker/chief
-    # The host the file is written on; None: the launching process's host. MPI and
-    # Horovod ranks write theirs on the host they run on, not the launcher's.
-    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +74,8 @@ class Upload:
 
     host: str
     path: str  # destination on the host (may start with "~/")
-    resource: str  # file name inside the ``console.examples`` package
+    resource: str  # file name inside ``package``
+    package: str = "console.examples"  # console.hostprogs for the job's sitecustomize hook
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +95,6 @@ class JobPlan:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     uploads: tuple[Upload, ...] = ()  # example programs to copy before launching
     fail_fast: bool = True  # one non-zero exit fails the job and stops the rest
+    # Hang detection by the host supervisors (from the spec; None: off).
+    hang_timeout: float | None = None
+    stop_on_hang: bool = False

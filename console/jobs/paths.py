@@ -81,20 +81,31 @@ def temporary(path: str) -> str:
 
 
 def ranks_dir(job_dir_path: str) -> str:
-    """Where MPI/Horovod ranks write their output, on each rank's own host."""
+    """Where mpirun/horovodrun write per-rank output (``--output-filename``)."""
     return f"{job_dir_path}/ranks"
 
 
-def rank_dir(job_dir_path: str, rank: int | str) -> str:
-    """One MPI/Horovod rank's output, on the host it runs on (``console/jobs/mpi_ranks.py``)."""
-    return f"{ranks_dir(job_dir_path)}/rank.{rank}"
+# Hang detection (console/hostprogs/hang_capture.py spells the same names; a contract
+# test keeps them equal): captures, the hook's stack files and the flight recorder's
+# dumps in hang/, the job's sitecustomize in python/, GPU samples beside the logs.
+HANG_DIR = "hang"
+HANG_HOOK_DIR = "python"
+GPU_SAMPLES = "gpu-samples.jsonl"
+FLIGHT_RECORDER_PREFIX = "nccl_trace_rank_"
 
 
-RANK_DONE = "done"  # in a rank_dir: written once the rank's stdout is closed
+def hang_dir(job_dir_path: str) -> str:
+    return f"{job_dir_path}/{HANG_DIR}"
 
 
-def rank_done(job_dir_path: str, rank: int | str) -> str:
-    return f"{rank_dir(job_dir_path, rank)}/{RANK_DONE}"
+def hang_hook_dir(job_dir_path: str) -> str:
+    """The folder put first on every rank's PYTHONPATH: it holds the job's sitecustomize."""
+    return f"{job_dir_path}/{HANG_HOOK_DIR}"
+
+
+def flight_recorder_prefix(job_dir_path: str) -> str:
+    """TORCH_FR_DUMP_TEMP_FILE: PyTorch appends the rank to it."""
+    return f"{hang_dir(job_dir_path)}/{FLIGHT_RECORDER_PREFIX}"
 
 
 def torchrun_log_dir(job_dir_path: str) -> str:

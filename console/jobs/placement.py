@@ -22,6 +22,10 @@ from console.names import JOB_ID_VAR
 DEFAULT_PORT_BASE = 29500
 DEFAULT_PORT_SPAN = 1000
 DEFAULT_PYTHON = "python3"
+# Names the hang hook's folder in a process's environment; the wrapper prepends it to
+# PYTHONPATH at run time (remote_ops.wrapper_script).
+HANG_HOOK_VAR = "DISTCONSOLE_HANG_HOOK"
+HANG_HOOK_RESOURCE = "hang_sitecustomize.py"  # in console.hostprogs
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +199,25 @@ def job_env(
     env.update(placed.host.env)
     env.update(spec.env)
     env.update(fixed)
+    if spec.hang_timeout is not None:
+        # The wrapper puts this folder first on PYTHONPATH (keeping the user's), so
+        # every Python of the job loads the hang hook (hostprogs/hang_sitecustomize.py).
+        env[HANG_HOOK_VAR] = paths.hang_hook_dir(placed.job_dir)
     return env
+
+
+def hang_hook_uploads(job_dirs: Mapping[str, str], hosts: Iterable[str]) -> tuple[Upload, ...]:
+    """The job's sitecustomize (faulthandler on a signal) for each host that starts a
+    process: ``<job dir>/python/sitecustomize.py``."""
+    return tuple(
+        Upload(
+            host=name,
+            path=f"{paths.hang_hook_dir(job_dirs[name])}/sitecustomize.py",
+            resource=HANG_HOOK_RESOURCE,
+            package="console.hostprogs",
+        )
+        for name in dict.fromkeys(hosts)
+    )
 
 
 def distconsole_env(

@@ -24,6 +24,7 @@ from console.jobs.placement import (
 )
 
 ROLE = "torchrun"
+FLIGHT_RECORDER_ENTRIES = 2000  # collectives kept per rank (PyTorch's default is 0: off)
 
 
 def torchrun_command(python: str) -> tuple[str, ...]:
@@ -79,6 +80,16 @@ def plan_ddp(p: Placement) -> JobPlan:
             *args,
         )
         defaults = {"OMP_NUM_THREADS": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+        if spec.hang_timeout is not None:
+            # PyTorch's flight recorder: the last collectives of each rank, dumped into
+            # hang/ when NCCL's watchdog times out (the hang capture lists the dumps).
+            defaults.update(
+                {
+                    "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
+                    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                    "TORCH_FR_DUMP_TEMP_FILE": paths.flight_recorder_prefix(ph.job_dir),
+                }
+            )
         if ph.interface:
             defaults["NCCL_SOCKET_IFNAME"] = ph.interface
             defaults["GLOO_SOCKET_IFNAME"] = ph.interface

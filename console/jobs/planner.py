@@ -7,13 +7,14 @@ checks it is free at launch and may call :func:`plan` again with another
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from console.errors import JobSpecError
 from console.inventory import Inventory
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan
-from console.jobs.placement import Placement, place
+from console.jobs.placement import Placement, hang_hook_uploads, place
 from console.jobs.plan_ddp import plan_ddp
 from console.jobs.plan_mpi import plan_mpi
 from console.jobs.plan_ps import plan_ps
@@ -38,4 +39,13 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
         job_id = paths.new_job_id(spec.display_name)
     elif not valid_job_id(job_id):
         raise JobSpecError("job_id", f"{job_id!r} is not a job id")
-    return PLANNERS[spec.kind](place(spec, inventory, job_id))
+    planned = PLANNERS[spec.kind](place(spec, inventory, job_id))
+    if spec.hang_timeout is None:
+        return planned
+    hook = hang_hook_uploads(planned.job_dirs, (launch.host for launch in planned.launches))
+    return dataclasses.replace(
+        planned,
+        uploads=planned.uploads + hook,
+        hang_timeout=spec.hang_timeout,
+        stop_on_hang=spec.stop_on_hang,
+    )

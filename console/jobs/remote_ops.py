@@ -34,11 +34,13 @@ from console.jobs.paths import (
     shell_join,
     shell_word,
 )
+from console.jobs.placement import HANG_HOOK_VAR
 from console.names import JOB_ID_VAR, env_name_problem
 
 PROCESS_VAR = "DISTCONSOLE_PROCESS"
 SETUP_FAILED = 126  # exit status recorded when the host's setup line fails
 CWD_FAILED = 127  # ... when the working directory cannot be entered
+HOME_EXPANDED_VARS = frozenset({HANG_HOOK_VAR, "TORCH_FR_DUMP_TEMP_FILE"})
 
 
 @functools.cache
@@ -145,7 +147,14 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         problem = env_name_problem(key)
         if problem:
             raise JobError(f"{launch.host}: {name}: {problem}")
-        body.append(f"export {key}={shlex.quote(value)}")
+        # Paths the job itself reads (the hang hook, the flight recorder's dumps) get
+        # their ~/ expanded by this shell: Python and PyTorch would take "~" literally.
+        word = shell_word(value) if key in HOME_EXPANDED_VARS else shlex.quote(value)
+        body.append(f"export {key}={word}")
+    if HANG_HOOK_VAR in launch.env:
+        # First on PYTHONPATH at run time, so the user's (--env, or set by the host's
+        # setup line) still follows it.
+        body.append(f'export PYTHONPATH="${HANG_HOOK_VAR}${{PYTHONPATH:+:$PYTHONPATH}}"')
     if not launch.argv:
         raise JobError(f"{launch.host}: {name}: the plan gives no command to run")
     body += [
@@ -164,8 +173,8 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
 
 
 @functools.cache
-def bundled_file(resource: str) -> bytes:
-    return resources.files("console.examples").joinpath(resource).read_bytes()
+def bundled_file(resource: str, package: str = "console.examples") -> bytes:
+    return resources.files(package).joinpath(resource).read_bytes()
 
 
 JOB_FILE = "job.json"  # in every host's job directory: what a console needs to list it
@@ -207,7 +216,7 @@ def start_payload(
     uploads = [
         {
             "path": upload.path,
-            "data": base64.b64encode(bundled_file(upload.resource)).decode(),
+            "data": base64.b64encode(bundled_file(upload.resource, upload.package)).decode(),
             "mode": 0o644,
         }
         for upload in plan.uploads

@@ -26,6 +26,17 @@ def inventory() -> Inventory:
     )
 
 
+def hang_env(job_dir: str) -> dict[str, str]:
+    """What hang detection (on by default) adds: the hook folder for PYTHONPATH and
+    PyTorch's flight recorder dumping into hang/."""
+    return {
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_DUMP_TEMP_FILE": f"{job_dir}/hang/nccl_trace_rank_",
+        "DISTCONSOLE_HANG_HOOK": f"{job_dir}/python",
+    }
+
+
 def test_two_hosts_exact_argv_env_and_logs() -> None:
     spec = make_spec(
         kind="ddp",
@@ -66,6 +77,7 @@ def test_two_hosts_exact_argv_env_and_logs() -> None:
         "MASTER_PORT": "29555",
         "WORLD_SIZE": "4",
         "NODE_RANK": "0",
+        **hang_env(J0),
     }
     # n1 has an interface in the inventory: NCCL and Gloo are pinned to it there.
     assert second.env == {
@@ -83,6 +95,7 @@ def test_two_hosts_exact_argv_env_and_logs() -> None:
         "MASTER_PORT": "29555",
         "WORLD_SIZE": "4",
         "NODE_RANK": "1",
+        **hang_env(J1),
     }
     assert first.cwd == "~/distconsole" and second.cwd == "/data/w"
     assert (first.role, first.index, first.ranks) == ("torchrun", 0, (0, 1))
@@ -91,7 +104,32 @@ def test_two_hosts_exact_argv_env_and_logs() -> None:
         LogFile(f"{J1}/torchrun-1.out", "stdout", "launcher"),
         LogFile(f"{J1}/torchrun-1.err", "stderr", "launcher"),
     )
-    assert p.uploads == () and p.fail_fast is True and p.warnings == ()
+    assert [u.resource for u in p.uploads] == ["hang_sitecustomize.py"] * 2  # no example
+    assert p.fail_fast is True and p.warnings == ()
+    assert (p.hang_timeout, p.stop_on_hang) == (300.0, False)
+
+
+def test_hang_check_off_adds_nothing() -> None:
+    spec = make_spec(kind="ddp", program="t.py", hosts=["n0"], hang_timeout="off")
+    p = plan(spec, inventory(), job_id=JOB)
+    assert p.hang_timeout is None and p.uploads == ()
+    assert not set(hang_env(J0)) & set(p.launches[0].env)
+
+
+def test_user_flight_recorder_settings_win() -> None:
+    spec = make_spec(
+        kind="ddp",
+        program="t.py",
+        hosts=["n0"],
+        hang_timeout="20",
+        stop_on_hang=True,
+        env={"TORCH_NCCL_TRACE_BUFFER_SIZE": "50", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"},
+    )
+    p = plan(spec, inventory(), job_id=JOB)
+    env = p.launches[0].env
+    assert (env["TORCH_NCCL_TRACE_BUFFER_SIZE"], env["TORCH_NCCL_DUMP_ON_TIMEOUT"]) == ("50", "0")
+    assert env["TORCH_FR_DUMP_TEMP_FILE"] == f"{J0}/hang/nccl_trace_rank_"
+    assert (p.hang_timeout, p.stop_on_hang) == (20.0, True)
 
 
 def test_user_omp_threads_and_interface_override() -> None:
@@ -139,6 +177,8 @@ def test_example_program_is_uploaded_to_every_host() -> None:
     assert p.uploads == (
         Upload("n0", f"{J0}/example_ddp.py", "ddp_train.py"),
         Upload("n1", f"{J1}/example_ddp.py", "ddp_train.py"),
+        Upload("n0", f"{J0}/python/sitecustomize.py", "hang_sitecustomize.py", "console.hostprogs"),
+        Upload("n1", f"{J1}/python/sitecustomize.py", "hang_sitecustomize.py", "console.hostprogs"),
     )
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from console.examples import example_source
 from console.inventory import Host, Inventory
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
 from console.jobs.planner import plan
+from console.jobs.remote_ops import bundled_file
 from console.jobs.spec import make_spec
 
 pytestmark = pytest.mark.slow
@@ -41,7 +41,7 @@ def upload(p: JobPlan) -> None:
     for item in p.uploads:
         target = Path(item.path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(example_source(item.resource))
+        target.write_bytes(bundled_file(item.resource, item.package))
 
 
 def start(launch: RankLaunch) -> subprocess.Popen[bytes]:

@@ -58,6 +58,7 @@ def test_one_ps_two_workers_on_two_hosts() -> None:
         "DISTCONSOLE_STEPS_PER_RANK": "4",
         "DISTCONSOLE_TASK_TYPE": "worker",
         "DISTCONSOLE_TASK_INDEX": "1",
+        "DISTCONSOLE_HANG_HOOK": f"{JD}/python",  # hang detection is on by default
         "TF_CONFIG": '{"cluster":{"ps":["10.0.0.1:4000"],"worker":["10.0.0.2:4001",'
         '"10.0.0.1:4002"]},"task":{"type":"worker","index":1}}',
     }
@@ -91,7 +92,8 @@ def test_chief_and_several_ps_round_robin_on_three_hosts() -> None:
     assert config["task"] == {"type": "chief", "index": 0}
     assert p.launches[0].argv == ("python3", f"{JD}/example_ps.py")
     assert {u.host for u in p.uploads} == {"n0", "n1", "n2"}
-    assert all(u.resource == "ps_train.py" for u in p.uploads)
+    examples = [u for u in p.uploads if u.package == "console.examples"]
+    assert all(u.resource == "ps_train.py" for u in examples) and len(examples) == 3
 
 
 def test_defaults_one_ps_and_one_worker_per_host() -> None:
