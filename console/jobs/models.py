@@ -52,6 +52,9 @@ class LogFile:
     rank: int | None = None
     local_rank: int | None = None
     index: int | None = None  # task index for ps/worker/chief
+    # The host the file is written on; None: the launching process's host. MPI and
+    # Horovod ranks write theirs on the host they run on, not the launcher's.
+    host: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

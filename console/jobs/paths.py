@@ -81,8 +81,20 @@ def temporary(path: str) -> str:
 
 
 def ranks_dir(job_dir_path: str) -> str:
-    """Where mpirun/horovodrun write per-rank output (``--output-filename``)."""
+    """Where MPI/Horovod ranks write their output, on each rank's own host."""
     return f"{job_dir_path}/ranks"
+
+
+def rank_dir(job_dir_path: str, rank: int | str) -> str:
+    """One MPI/Horovod rank's output, on the host it runs on (``console/jobs/mpi_ranks.py``)."""
+    return f"{ranks_dir(job_dir_path)}/rank.{rank}"
+
+
+RANK_DONE = "done"  # in a rank_dir: written once the rank's stdout is closed
+
+
+def rank_done(job_dir_path: str, rank: int | str) -> str:
+    return f"{rank_dir(job_dir_path, rank)}/{RANK_DONE}"
 
 
 # Hang detection (console/hostprogs/hang_capture.py spells the same names; a contract
