@@ -35,9 +35,9 @@ def sshd_cluster(tmp_path: Path) -> Iterator[Callable[..., SshdCluster]]:
         pytest.skip(reason)
     clusters: list[SshdCluster] = []
 
-    def make(n: int = 2, *, shared_account: bool = False) -> SshdCluster:
+    def make(n: int = 2, *, shared_account: bool = False, peer_ssh: bool = True) -> SshdCluster:
         root = tmp_path / f"sshd-cluster-{len(clusters)}"
-        cluster = SshdCluster(root, n, shared_account=shared_account)
+        cluster = SshdCluster(root, n, shared_account=shared_account, peer_ssh=peer_ssh)
         clusters.append(cluster)
         return cluster
 

@@ -111,11 +111,16 @@ class SshdHost:
 class SshdCluster:
     """N sshd hosts plus the files a client needs to reach them; see the module doc."""
 
-    def __init__(self, root: Path, n: int, *, shared_account: bool = False) -> None:
+    def __init__(
+        self, root: Path, n: int, *, shared_account: bool = False, peer_ssh: bool = True
+    ) -> None:
         most = MAX_SHARED_HOSTS if shared_account else MAX_USERS
         if not 1 <= n <= most:
             raise ValueError(f"n must be 1..{most}, got {n}")
         self.shared_account = shared_account
+        # False: users get no ~/.ssh/config, key or known_hosts for reaching each other
+        # (hosts before `distconsole keys`; pre-flight's all-to-all ssh check must fail).
+        self.peer_ssh = peer_ssh
         self.root = root
         self.root.mkdir(parents=True, exist_ok=True)
         self.hosts: list[SshdHost] = []
@@ -337,6 +342,11 @@ class SshdCluster:
         os.chown(ssh_dir, owner.pw_uid, owner.pw_gid)
         ssh_dir.chmod(0o700)
         _write(ssh_dir / "authorized_keys", self.client_public_key + "\n", 0o600, owner)
+        if not self.peer_ssh:
+            for name in (CLUSTER_KEY_NAME, CLUSTER_KNOWN_HOSTS, "config"):
+                with contextlib.suppress(FileNotFoundError):
+                    (ssh_dir / name).unlink()
+            return
         _write(ssh_dir / CLUSTER_KEY_NAME, self.client_key_path.read_text(), 0o600, owner)
         _write(ssh_dir / CLUSTER_KNOWN_HOSTS, self.known_hosts_path.read_text(), 0o600, owner)
         entries = []

@@ -12,12 +12,16 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 from typing import Any
 
 PROGRAM = "preflight"
-VERSION = 1  # of its report
+VERSION = 2  # of its report (2: ssh to the job's peers, the interface's state)
+SSH_TIMEOUT_S = 10
+IFF_UP = 0x1
+SIOCGIFADDR = 0x8915
 
 
 def package_version(name: str) -> str | None:
@@ -43,6 +47,81 @@ def port_state(port: int) -> tuple[bool, str]:
         return False, exc.strerror or str(exc)
     finally:
         sock.close()
+
+
+def ssh_state(peers: list[str]) -> dict[str, Any]:
+    """``ssh -o BatchMode=yes -o StrictHostKeyChecking=yes PEER true`` to every peer at
+    once, as mpirun/horovodrun will: no password prompt, host keys verified."""
+    started: dict[str, subprocess.Popen[bytes] | OSError] = {}
+    for peer in peers:
+        argv = [
+            "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+            "-o", f"ConnectTimeout={SSH_TIMEOUT_S}", peer, "true",
+        ]  # fmt: skip
+        try:
+            started[peer] = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+        except OSError as exc:
+            started[peer] = exc
+    out: dict[str, Any] = {}
+    for peer, proc in started.items():
+        if isinstance(proc, OSError):
+            out[peer] = {"ok": False, "status": None, "error": str(proc)}
+            continue
+        try:
+            _, err = proc.communicate(timeout=SSH_TIMEOUT_S + 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[peer] = {
+                "ok": False,
+                "status": None,
+                "error": f"no answer within {SSH_TIMEOUT_S}s",
+            }
+            continue
+        text = err.decode(errors="replace").strip().splitlines()
+        out[peer] = {
+            "ok": proc.returncode == 0,
+            "status": proc.returncode,
+            "error": text[-1] if text else "",
+        }
+    return out
+
+
+def interface_state(name: str) -> dict[str, Any] | None:
+    """Whether ``name`` is up and its addresses (IPv4 by ioctl, IPv6 from /proc)."""
+    if name not in [n for _i, n in socket.if_nameindex()]:
+        return None
+    up = None
+    try:
+        with open(f"/sys/class/net/{name}/flags") as handle:
+            up = bool(int(handle.read().strip(), 16) & IFF_UP)
+    except (OSError, ValueError):
+        pass
+    addresses = []
+    try:
+        import fcntl
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            packed = struct.pack("256s", name.encode()[:15])
+            raw = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, packed)
+            addresses.append(socket.inet_ntoa(raw[20:24]))
+        finally:
+            sock.close()
+    except (OSError, ImportError):
+        pass  # no IPv4 address (EADDRNOTAVAIL)
+    try:
+        with open("/proc/net/if_inet6") as handle:
+            for line in handle:
+                parts = line.split()
+                if len(parts) >= 6 and parts[5] == name:
+                    hexa = parts[0]
+                    addresses.append(":".join(hexa[i : i + 4] for i in range(0, 32, 4)))
+    except OSError:
+        pass
+    return {"up": up, "addresses": addresses}
 
 
 def gpu_state() -> dict[str, Any]:
@@ -93,6 +172,10 @@ def main() -> None:
         ],
         "uid": os.geteuid() if hasattr(os, "geteuid") else None,
     }
+    if args.get("interface"):
+        out["interface_state"] = interface_state(str(args["interface"]))
+    if args.get("ssh_peers"):
+        out["ssh"] = ssh_state([str(p) for p in args["ssh_peers"]])
     if args.get("port"):
         out["port_free"], out["port_error"] = port_state(int(args["port"]))
     out.update(gpu_state())

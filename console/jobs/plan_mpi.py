@@ -94,7 +94,7 @@ def cluster_warnings(p: Placement) -> list[str]:
             "hosts differ in user or ssh port (inventory: "
             f"{_described(p, _account)}); "
             f"{launcher.name} reaches each by its inventory name through its ~/.ssh/config "
-            f"(`distconsole keys {','.join(h.name for h in p.hosts)}` writes it)"
+            f"(`distconsole keys HOSTS --host {','.join(h.name for h in p.hosts)}` writes it)"
         )
     keys = sorted({h.host.identity_file for h in p.hosts if h.host.identity_file})
     if keys:

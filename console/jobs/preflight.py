@@ -1,11 +1,13 @@
 """Pre-flight: what would make a launch fail on its hosts, found before anything starts.
 
 Checks (one probe per host, all hosts at once): the master port is free on the master
-host, the network interface exists on every host, the launcher programs and the job's
-own program and working directory are found, mpirun is not refused for running as root,
-the requested GPUs are present, GPUs already busy with other processes (warning), and
-the same Python / torch (/ horovod) versions on every host. ``errors`` stop a launch
-(unless overridden with ``--skip-preflight``); ``warnings`` are shown and let it go.
+host, the network interface exists, is up and has an address on every host, the MPI
+launcher host reaches every host of the job by ssh as mpirun/horovodrun will, the
+launcher programs and the job's own program and working directory are found, mpirun
+is not refused for running as root, the requested GPUs are present, GPUs already busy
+with other processes (warning), and the same Python / torch (/ horovod) versions on
+every host. ``errors`` stop a launch (unless overridden with ``--skip-preflight``);
+``warnings`` are shown and let it go.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ def probe_source() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    # "host", "port", "interface", "program", "workdir", "mpi-root", "gpus", "gpu-busy",
-    # "versions"
+    # "host", "port", "interface", "ssh", "program", "workdir", "mpi-root", "gpus",
+    # "gpu-busy", "versions"
     check: str
     severity: Severity
     message: str  # says what is wrong and what to do
@@ -110,6 +112,10 @@ class HostRequest:
     files: tuple[tuple[str, str], ...] = ()
     dirs: tuple[str, ...] = ()  # working directories that must exist
     mpi_launcher: bool = False  # mpirun starts here: it refuses root unless allowed
+    # The launcher host ssh's to each of these (mpirun/horovodrun -H names), BatchMode,
+    # host keys verified; ``keys_hint`` is the command that sets that up.
+    ssh_peers: tuple[str, ...] = ()
+    keys_hint: str = "distconsole keys HOSTS"
 
 
 async def probe_host(
@@ -121,6 +127,8 @@ async def probe_host(
         "packages": list(packages),
         "files": [list(pair) for pair in request.files],
         "dirs": list(request.dirs),
+        "interface": request.interface,
+        "ssh_peers": list(request.ssh_peers),
     }
     program = HostProgram(preflight_probe.PROGRAM, probe_source(), (json.dumps(args),))
     # In bash, as the job wrappers run setup (setup lines may `source`).
@@ -185,6 +193,8 @@ async def run_preflight(
         checked.insert(1, "interface")
     if any(r.programs for r in requests):
         checked.insert(1, "programs")
+    if any(r.ssh_peers for r in requests):
+        checked.insert(1, "ssh between hosts")
     return PreflightReport(tuple(findings), probes, tuple(checked))
 
 
@@ -201,17 +211,8 @@ def _judge_host(req: HostRequest, probe: HostProbe, required: Sequence[str]) -> 
                 name,
             )
         )
-    if req.interface and req.interface not in probe.interfaces:
-        have = ", ".join(probe.interfaces) or "none"
-        found.append(
-            Finding(
-                "interface",
-                "error",
-                f"network interface {req.interface} not found (it has {have}); "
-                "set --interface or the host's interface in the inventory",
-                name,
-            )
-        )
+    found += _judge_interface(req, probe)
+    found += _judge_ssh(req, probe)
     for program, path in probe.programs.items():
         if path is None:
             found.append(
@@ -265,6 +266,48 @@ def _judge_host(req: HostRequest, probe: HostProbe, required: Sequence[str]) -> 
         listing = ", ".join(f"pid {p.pid} {p.name} ({p.used_mib} MiB)" for p in busy)
         found.append(
             Finding("gpu-busy", "warning", f"GPUs already used by other processes: {listing}", name)
+        )
+    return found
+
+
+def _judge_interface(req: HostRequest, probe: HostProbe) -> list[Finding]:
+    """The job's interface is there, up, and has an address (NCCL, Gloo and Open MPI
+    bind to it; a missing one fails at the first collective, not at start)."""
+    if not req.interface:
+        return []
+    fix = "set --interface (or --net) or the host's interface in the inventory"
+    if req.interface not in probe.interfaces:
+        have = ", ".join(probe.interfaces) or "none"
+        message = f"network interface {req.interface} not found (it has {have}); {fix}"
+        return [Finding("interface", "error", message, req.host.name)]
+    state = probe.interface_state
+    if state is None:
+        return []
+    if state.up is False:
+        message = f"network interface {req.interface} is down; bring it up or {fix}"
+        return [Finding("interface", "error", message, req.host.name)]
+    if not state.addresses:
+        message = f"network interface {req.interface} has no address; configure it or {fix}"
+        return [Finding("interface", "error", message, req.host.name)]
+    return []
+
+
+def _judge_ssh(req: HostRequest, probe: HostProbe) -> list[Finding]:
+    found = []
+    for peer in req.ssh_peers:
+        result = probe.ssh.get(peer)
+        if result is None or result.ok:
+            continue
+        why = result.error or f"status {result.status}"
+        found.append(
+            Finding(
+                "ssh",
+                "error",
+                f"cannot ssh to {peer} as the launcher will (BatchMode=yes, "
+                f"StrictHostKeyChecking=yes): {why}; set up ssh between the job's hosts "
+                f"with `{req.keys_hint}`",
+                req.host.name,
+            )
         )
     return found
 

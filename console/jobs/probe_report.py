@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from console.errors import TransportError
@@ -25,6 +25,21 @@ class GpuUse:
 
 
 @dataclass(frozen=True, slots=True)
+class SshCheck:
+    """``ssh -o BatchMode=yes -o StrictHostKeyChecking=yes PEER true`` from the host."""
+
+    ok: bool
+    status: int | None  # None: it did not run or did not answer
+    error: str  # ssh's last stderr line
+
+
+@dataclass(frozen=True, slots=True)
+class InterfaceState:
+    up: bool | None  # None: not known (no /sys/class/net)
+    addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class HostProbe:
     python: str | None
     executable: str | None
@@ -40,6 +55,8 @@ class HostProbe:
     gpus: int | None  # None: nvidia-smi missing or failed to run
     gpu_processes: tuple[GpuUse, ...]
     gpu_error: str
+    ssh: Mapping[str, SshCheck] = field(default_factory=dict)  # peer -> result
+    interface_state: InterfaceState | None = None  # of the interface asked about
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +87,24 @@ def host_probe(raw: Mapping[str, Any]) -> HostProbe:
             for p in raw.get("gpu_processes") or ()
         ),
         gpu_error=str(raw.get("gpu_error") or ""),
+        ssh={
+            str(peer): SshCheck(
+                bool(r.get("ok")),
+                r["status"] if isinstance(r.get("status"), int) else None,
+                str(r.get("error") or ""),
+            )
+            for peer, r in (raw.get("ssh") or {}).items()
+        },
+        interface_state=_interface(raw.get("interface_state")),
+    )
+
+
+def _interface(raw: Any) -> InterfaceState | None:
+    if not isinstance(raw, dict):
+        return None
+    up = raw.get("up")
+    return InterfaceState(
+        up if isinstance(up, bool) else None, tuple(str(a) for a in raw.get("addresses") or ())
     )
 
 

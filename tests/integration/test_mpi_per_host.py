@@ -21,11 +21,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from sshd_cluster import SshdCluster
+from sshd_cluster import CLUSTER_KNOWN_HOSTS, SshdCluster
 
 from console.inventory import load
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
+from console.jobs.planner import plan
+from console.jobs.preflight import PreflightReport
+from console.jobs.preflight_job import preflight_job
 from console.jobs.runner import JobRunner
 from console.jobs.spec import make_spec
 from console.transport.pool import ClusterConnections
@@ -133,3 +136,43 @@ async def test_mpirun_four_ranks_on_two_per_host_users_with_logs_from_each_host(
         host = seen[rank][0]
         assert rec["host"] == host.name
         assert rec["line"].startswith(f"rank={rank} user={host.user} "), rec
+
+
+async def preflight_of(cluster: SshdCluster) -> PreflightReport:
+    inventory = load(cluster.inventory_path)
+    spec = make_spec(kind="mpi", program="/bin/true", gpus_per_host=1)
+    async with ClusterConnections(inventory) as pool:
+        await pool.wait_settled()
+        return await preflight_job(pool, spec, plan(spec, inventory), inventory)
+
+
+def ssh_findings(report: PreflightReport) -> list[str]:
+    return [f.line() for f in report.errors if f.check == "ssh"]
+
+
+async def test_preflight_names_the_pair_the_launcher_cannot_ssh_and_the_fix(
+    sshd_cluster: Callable[..., SshdCluster],
+) -> None:
+    cluster = sshd_cluster(n=2, peer_ssh=False)
+    report = await preflight_of(cluster)
+    lines = ssh_findings(report)
+    # From the launcher node0, by inventory name, to both hosts (itself included).
+    assert len(lines) == 2, report.describe()
+    for peer in ("node0", "node1"):
+        (line,) = [ln for ln in lines if f"cannot ssh to {peer} " in ln]
+        assert line.startswith("FAIL [ssh] node0: "), line
+        assert f"distconsole keys {cluster.inventory_path} --host node0,node1" in line
+    assert "ssh between hosts" in report.checked
+
+    # Set up, then node1's host key taken out of node0's known hosts: only that pair.
+    cluster.peer_ssh = True
+    for host in cluster.hosts:
+        cluster._write_user_files(host)
+    node0, node1 = cluster.hosts
+    known = node0.home / ".ssh" / CLUSTER_KNOWN_HOSTS
+    known.write_text(node0.known_hosts_line + "\n")
+    (line,) = ssh_findings(await preflight_of(cluster))
+    assert line.startswith("FAIL [ssh] node0: cannot ssh to node1 "), line
+    assert "Host key verification failed" in line, line
+    known.write_text(node0.known_hosts_line + "\n" + node1.known_hosts_line + "\n")
+    assert ssh_findings(await preflight_of(cluster)) == []

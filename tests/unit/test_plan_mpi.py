@@ -141,7 +141,7 @@ def test_differing_ssh_ports_warn_instead_of_guessing() -> None:
         assert "-p" not in p.launches[0].argv
         (warning,) = [w for w in p.warnings if "differ in user or ssh port" in w]
         assert "a (ssh default user, port 4000), b (ssh default user, port 4001)" in warning
-        assert "distconsole keys a,b,c" in warning
+        assert "distconsole keys HOSTS --host a,b,c" in warning
         # Ports differ: hosts by inventory name, which ~/.ssh/config maps to each port.
         assert "a:1,b:1,c:1" in p.launches[0].argv
     # mpirun also ssh's to the launcher's own address (it does not take 127.0.0.10 for
