@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from console import __version__
 from console.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, ConsoleError
 
-COMMANDS = ("check", "gpus", "plan", "launch", "export", "jobs", "stop", "logs", "demo", "ui")
+COMMANDS = (
+    "check", "gpus", "plan", "launch", "export", "jobs", "stop", "logs", "keys", "demo", "ui",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
