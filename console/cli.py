@@ -19,7 +19,8 @@ from console import __version__
 from console.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, ConsoleError
 
 COMMANDS = (
-    "check", "gpus", "plan", "launch", "export", "jobs", "stop", "logs", "keys", "demo", "ui",
+    "check", "gpus", "plan", "launch", "export", "jobs", "stop", "logs", "report", "keys", "demo",
+    "ui",
 )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands import options
 from console.inventory import Inventory
+from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
 from console.jobs.runner import JobRunner
@@ -40,7 +41,9 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     inventory = inventory_module.load(args.inventory)
     history = JobHistory()
-    unreachable = asyncio.run(reconcile(inventory, history))
+    unreachable, notes = asyncio.run(discover_and_reconcile(inventory, history))
+    for note in notes:
+        print(f"distconsole jobs: {note}", file=sys.stderr)
     records = history.records(inventory=inventory.path)
     if args.json:
         json.dump([r.summary() for r in records], sys.stdout, indent=2)
@@ -52,9 +55,26 @@ def run(args: argparse.Namespace) -> int:
     return 1 if unreachable else 0
 
 
-async def reconcile(inventory: Inventory, history: JobHistory) -> list[str]:
+async def discover_and_reconcile(
+    inventory: Inventory, history: JobHistory
+) -> tuple[list[str], list[str]]:
+    """Read every host's job directories into the history first (the hosts are the
+    truth: jobs this machine never started, states their supervisors recorded), then
+    re-attach to the unfinished jobs no supervisor settled. Returns (why some jobs could
+    not be checked, hosts that could not be scanned)."""
+    notes = []
+    async with ClusterConnections(inventory) as pool:
+        await pool.wait_settled()
+        found, settled = await discover(pool, inventory, history)
+        notes = [f"{host}: not scanned for jobs: {why}" for host, why in found.unreachable.items()]
+    return await reconcile(inventory, history, skip=set(settled)), notes
+
+
+async def reconcile(
+    inventory: Inventory, history: JobHistory, *, skip: set[str] | None = None
+) -> list[str]:
     """Re-attach to every unfinished job once; returns why some could not be checked."""
-    pending = history.unfinished(inventory.path)
+    pending = [r for r in history.unfinished(inventory.path) if r.id not in (skip or ())]
     if not pending:
         return []
     known = {h.name for h in inventory.hosts}
@@ -81,6 +101,12 @@ async def reconcile(inventory: Inventory, history: JobHistory) -> list[str]:
 COLUMNS = ("ID", "NAME", "KIND", "STATE", "STARTED", "HOSTS")
 
 
+def state_text(record: JobRecord) -> str:
+    """The state, with the supervisors' marks: ``running (hung)``."""
+    view = record.host_view or {}
+    return record.state.value + (" (hung)" if view.get("hung") else "")
+
+
 def render(records: Sequence[JobRecord]) -> str:
     if not records:
         return "no jobs\n"
@@ -89,7 +115,7 @@ def render(records: Sequence[JobRecord]) -> str:
             r.id,
             r.name,
             r.kind.value,
-            r.state.value,
+            state_text(r),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
             ",".join(r.hosts),
         ]

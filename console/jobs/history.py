@@ -41,6 +41,11 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_inventory ON jobs (inventory, started);
 """
+# Columns added after the first release, added to an older file when it is opened.
+ADDED_COLUMNS = {"host_view": "TEXT"}
+COLUMNS = (
+    "id, name, kind, state, started, ended, hosts, inventory, fail_fast, plan, failure, host_view"
+)
 
 
 def data_dir() -> Path:
@@ -116,9 +121,14 @@ class JobRecord:
     fail_fast: bool
     plan: JobPlan
     failure: str | None
+    # What the hosts' supervisors recorded (console/jobs/discover.py DiscoveredJob.view):
+    # "supervisor" state, "hung", "hang", "unsupervised" hosts, "first_failure"; None
+    # until a console read the job from its hosts.
+    host_view: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         """The fields ``distconsole jobs --json`` prints."""
+        view = self.host_view or {}
         return {
             "id": self.id,
             "name": self.name,
@@ -128,6 +138,10 @@ class JobRecord:
             "ended": self.ended,
             "hosts": list(self.hosts),
             "failure": self.failure,
+            "first_failure": view.get("first_failure"),
+            "hung": bool(view.get("hung")),
+            "unsupervised": bool(view.get("unsupervised")),
+            "unsupervised_hosts": list(view.get("unsupervised") or ()),
         }
 
 
@@ -144,6 +158,7 @@ class JobSummary:
     hosts: tuple[str, ...]
     world_size: int
     failure: str | None
+    host_view: dict[str, Any] | None = None
 
 
 class JobHistory:
@@ -156,6 +171,10 @@ class JobHistory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._db() as db:
                 db.executescript(SCHEMA)
+                present = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+                for column, kind in ADDED_COLUMNS.items():
+                    if column not in present:
+                        db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {kind}")
         except (OSError, sqlite3.Error) as exc:
             raise JobError(f"job history {self.path}: {exc}") from exc
 
@@ -222,9 +241,35 @@ class JobHistory:
                 (state.value, ended, failure, job_id),
             )
 
+    def record_from_hosts(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        ended: float | None,
+        failure: str | None,
+        view: dict[str, Any],
+    ) -> None:
+        """The state the job's hosts recorded (they are the truth: a running job is
+        running even if this history had guessed otherwise)."""
+        if state.finished and ended is None:
+            ended = time.time()
+        with self._db() as db:
+            db.execute(
+                "UPDATE jobs SET state = ?, ended = ?, failure = COALESCE(?, failure),"
+                " host_view = ? WHERE id = ?",
+                (
+                    state.value,
+                    ended if state.finished else None,
+                    failure,
+                    json.dumps(view),
+                    job_id,
+                ),
+            )
+
     def get(self, job_id: str) -> JobRecord:
         with self._db() as db:
-            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = db.execute(f"SELECT {COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             raise JobError(f"no job {job_id!r} in the history ({self.path})")
         return _record(row)
@@ -233,7 +278,7 @@ class JobHistory:
         self, *, inventory: str | None = None, states: Sequence[JobState] | None = None
     ) -> list[JobRecord]:
         """Newest first; optionally only one inventory's jobs and only some states."""
-        query = "SELECT * FROM jobs"
+        query = f"SELECT {COLUMNS} FROM jobs"
         where: list[str] = []
         params: list[Any] = []
         if inventory is not None:
@@ -254,7 +299,7 @@ class JobHistory:
         screen that re-reads the list every few seconds pays for the columns it shows."""
         query = (
             "SELECT id, name, kind, state, started, ended, hosts,"
-            " json_extract(plan, '$.world_size'), failure FROM jobs"
+            " json_extract(plan, '$.world_size'), failure, host_view FROM jobs"
         )
         params: list[Any] = []
         if inventory is not None:
@@ -274,8 +319,9 @@ class JobHistory:
                 hosts=tuple(json.loads(hosts)),
                 world_size=int(world_size or 0),
                 failure=failure,
+                host_view=json.loads(view) if view else None,
             )
-            for job_id, name, kind, state, started, ended, hosts, world_size, failure in rows
+            for job_id, name, kind, state, started, ended, hosts, world_size, failure, view in rows
         ]
 
     def unfinished(self, inventory: str | None = None) -> list[JobRecord]:
@@ -286,7 +332,20 @@ class JobHistory:
 
 
 def _record(row: tuple[Any, ...]) -> JobRecord:
-    (job_id, name, kind, state, started, ended, hosts, inventory, fail_fast, plan, failure) = row
+    (
+        job_id,
+        name,
+        kind,
+        state,
+        started,
+        ended,
+        hosts,
+        inventory,
+        fail_fast,
+        plan,
+        failure,
+        view,
+    ) = row
     return JobRecord(
         id=job_id,
         name=name,
@@ -299,4 +358,5 @@ def _record(row: tuple[Any, ...]) -> JobRecord:
         fail_fast=bool(fail_fast),
         plan=plan_from_json(plan),
         failure=failure,
+        host_view=json.loads(view) if view else None,
     )

@@ -1,0 +1,85 @@
+"""``distconsole report HOSTS JOB_ID [--out DIR]``: a job's post-mortem bundle.
+
+Works for a job in any state, also one this machine never started (it is discovered
+from the hosts' job directories first). Writes DIR (default
+``./distconsole-report-JOB_ID``): ``summary.txt`` first (what happened, the first
+failure or the hang, which rank, where it was stuck), ``plan.json``, ``timeline.txt``
+(every host's events merged by time) and ``hosts/HOST/`` (each process's wrapper with
+its exact command and environment, every rank's log, hang captures, GPU samples).
+Prints the summary. Exit 0 when every host's directory came, 1 when a host's could not
+be fetched (what came is still written), 2 for bad input (unknown job).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from console import inventory as inventory_module
+from console.commands import options
+from console.errors import JobError, UsageError
+from console.inventory import Inventory
+from console.jobs.discover import discover
+from console.jobs.history import JobHistory, JobRecord
+from console.jobs.report import make_report
+from console.transport.pool import ClusterConnections
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "report",
+        help="write a job's post-mortem bundle (summary, plan, commands, timeline, logs)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    options.add_inventory(parser)
+    options.add_job_id(parser)
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="where to write the bundle (default ./distconsole-report-JOB_ID)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    inventory = inventory_module.load(args.inventory)
+    out = args.out if args.out is not None else Path(f"distconsole-report-{args.job_id}")
+    if out.exists() and not out.is_dir():
+        raise UsageError("--out", f"{out} exists and is not a folder")
+    return asyncio.run(report(inventory, JobHistory(), args.job_id, out))
+
+
+async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Path) -> int:
+    async with ClusterConnections(inventory) as pool:
+        await pool.wait_settled()
+        # The hosts first: the job may be unknown here, or its state newer there.
+        found, _settled = await discover(pool, inventory, history)
+        record = _record(history, job_id, inventory, found.unreachable)
+        summary, bundles = await make_report(pool, record, out)
+    sys.stdout.write(summary.read_text())
+    print(f"report written to {out}/", file=sys.stderr)
+    failed = [b for b in bundles if b.error]
+    for bundle in failed:
+        print(f"distconsole report: {bundle.host}: {bundle.error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _record(
+    history: JobHistory, job_id: str, inventory: Inventory, unreachable: dict[str, str]
+) -> JobRecord:
+    try:
+        return history.get(job_id)
+    except JobError:
+        hosts = ", ".join(h.name for h in inventory.hosts)
+        down = "; ".join(f"{h}: {why}" for h, why in unreachable.items())
+        raise UsageError(
+            "JOB_ID",
+            f"no job {job_id!r} in this machine's history nor in the job directories of "
+            f"{hosts}" + (f" (not scanned: {down})" if down else ""),
+        ) from None

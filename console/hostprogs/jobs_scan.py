@@ -1,0 +1,156 @@
+"""The jobs scan: which jobs a host holds, read from its job directories.
+
+Sent on stdin to ``python3 -u - ARGS_JSON`` (no setup line: standard library only,
+Python >= 3.7). ``ARGS_JSON``: ``{"roots": [job root, ...], "known": [job id, ...]}``.
+Every directory under each root (``<work_dir>/.distconsole/jobs``) is one job; for each
+the scan prints one JSON line::
+
+    {"job": ID, "dir": PATH, "document": job.json or null (its plan left out when the
+     id is "known", i.e. the console's history already holds it), "supervisor":
+     supervisor.json or null, "supervisor_pid": int|null, "supervisor_alive": bool|null,
+     "processes": {NAME: {"pgid", "alive", "exit"}}, "alive": N, "modified": epoch}
+
+after its versioned hello, and ``{"done": N}`` last. ``supervisor_alive`` is null when
+the job has no ``supervisor.pid``. Nothing is written on the host. Process groups are
+read only when recorded on this machine (a shared home shows other hosts' files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+PROGRAM = "jobs_scan"
+VERSION = 1
+# Names in a job directory (console/jobs/paths.py, and the issue-12 contract).
+JOB_FILE = "job.json"
+SUPERVISOR_FILE = "supervisor.json"
+SUPERVISOR_PID = "supervisor.pid"
+PGID_SUFFIX = ".pgid"
+MACHINE_SUFFIX = ".machine"
+EXIT_SUFFIX = ".exit"
+MAX_DOCUMENT_BYTES = 16 << 20  # a job.json larger than this is not read
+
+
+def emit(record: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+
+
+def read_text(path: str, limit: int = 1 << 16) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read(limit).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_json(path: str, limit: int = 1 << 20) -> Any | None:
+    text = read_text(path, limit)
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def live_groups() -> set[int]:
+    """Process groups with a live (not zombie) member."""
+    groups = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = read_text("/proc/" + entry + "/stat")
+        if not stat:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and fields[0] not in ("Z", "X"):
+            groups.add(int(fields[2]))
+    return groups
+
+
+def pid_alive(pid: int) -> bool:
+    stat = read_text("/proc/" + str(pid) + "/stat")
+    if not stat:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+def processes(job_dir: str, names: list[str], machine: str, groups: set[int]) -> dict[str, Any]:
+    found = {}
+    for name in names:
+        pgid_text = read_text(os.path.join(job_dir, name + PGID_SUFFIX))
+        pgid = int(pgid_text) if pgid_text and pgid_text.isdigit() else None
+        recorded_on = read_text(os.path.join(job_dir, name + MACHINE_SUFFIX))
+        here = recorded_on is None or recorded_on == machine
+        exit_text = read_text(os.path.join(job_dir, name + EXIT_SUFFIX))
+        try:
+            exit_status = int(exit_text) if exit_text is not None else None
+        except ValueError:
+            exit_status = None
+        alive = here and exit_status is None and pgid is not None and pgid in groups
+        found[name] = {"pgid": pgid, "alive": alive, "exit": exit_status, "here": here}
+    return found
+
+
+def scan_job(
+    job_dir: str, job_id: str, known: set[str], machine: str, groups: set[int]
+) -> dict[str, Any]:
+    document = read_json(os.path.join(job_dir, JOB_FILE), MAX_DOCUMENT_BYTES)
+    if isinstance(document, dict) and job_id in known:
+        document.pop("plan", None)  # the console has it; a big plan costs transfer
+    pid_text = read_text(os.path.join(job_dir, SUPERVISOR_PID))
+    supervisor_pid = int(pid_text) if pid_text and pid_text.isdigit() else None
+    try:
+        entries = os.listdir(job_dir)
+    except OSError:
+        entries = []
+    names = sorted(e[: -len(PGID_SUFFIX)] for e in entries if e.endswith(PGID_SUFFIX))
+    procs = processes(job_dir, names, machine, groups)
+    try:
+        modified = os.stat(job_dir).st_mtime
+    except OSError:
+        modified = None
+    return {
+        "job": job_id,
+        "dir": job_dir,
+        "document": document if isinstance(document, dict) else None,
+        "supervisor": read_json(os.path.join(job_dir, SUPERVISOR_FILE)),
+        "supervisor_pid": supervisor_pid,
+        "supervisor_alive": None if supervisor_pid is None else pid_alive(supervisor_pid),
+        "processes": procs,
+        "alive": sum(1 for p in procs.values() if p["alive"]),
+        "modified": modified,
+    }
+
+
+def main() -> None:
+    args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    known = set(args.get("known", []))
+    machine = read_text("/proc/sys/kernel/random/boot_id") or "unknown"
+    emit({"program": PROGRAM, "v": VERSION})
+    groups = live_groups()
+    count = 0
+    seen = set()
+    for root in args.get("roots", []):
+        root = os.path.expanduser(root)
+        try:
+            entries = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for job_id in entries:
+            job_dir = os.path.join(root, job_id)
+            if job_dir in seen or not os.path.isdir(job_dir):
+                continue
+            seen.add(job_dir)
+            emit(scan_job(job_dir, job_id, known, machine, groups))
+            count += 1
+    emit({"done": count})
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
