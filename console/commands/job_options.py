@@ -45,6 +45,15 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chief", action="store_true", help="ps kind: add a chief task")
     parser.add_argument("--master-port", metavar="PORT", help="default: a free port")
     parser.add_argument("--interface", metavar="IF", help="network interface (e.g. eth0)")
+    parser.add_argument(
+        "--net",
+        metavar="auto|tcp|ib|roce",
+        help="network preset: NCCL/Gloo/Open MPI variables for the fabric (default auto: "
+        "nothing forced); --env and the inventory's env win over it",
+    )
+    parser.add_argument(
+        "--ib-hca", metavar="HCAS", help="NCCL_IB_HCA for --net ib/roce (e.g. mlx5_0,mlx5_1)"
+    )
     parser.add_argument("--workdir", metavar="DIR", help="working directory on the hosts")
     parser.add_argument(
         "--horovod-launcher", metavar="gloo|mpi", help="horovodrun --gloo or --mpi (default gloo)"
@@ -121,6 +130,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "interface": args.interface,
         "workdir": args.workdir,
         "horovod_launcher": args.horovod_launcher,
+        "net": args.net,
+        "ib_hca": args.ib_hca,
         "hang_timeout": args.hang_timeout,
         "sync": args.sync,
         "sync_max_size": args.sync_max_size,

@@ -16,6 +16,8 @@ from console.errors import JobSpecError, PlanError
 from console.inventory import Host, Inventory
 from console.jobs import paths
 from console.jobs.models import Upload
+from console.jobs.netpresets import describe as describe_preset
+from console.jobs.netpresets import preset_env
 from console.jobs.spec import JobSpec
 from console.names import JOB_ID_VAR
 
@@ -134,6 +136,8 @@ def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
                 f"the first host {placed[0].name} is reached at {placed[0].address}, which "
                 f"{', '.join(remote)} cannot reach; put a host with a network address first"
             )
+    if spec.net != "auto":  # not a problem: says in `plan` what the preset sets
+        warnings.append(describe_preset(spec.net, placed[0].interface, spec.ib_hca))
     port = spec.master_port if spec.master_port is not None else default_port(job_id)
     return Placement(spec, job_id, tuple(placed), port, tuple(warnings))
 
@@ -196,6 +200,7 @@ def job_env(
     # Launchers (torchrun --tee, horovodrun) and most trainers are Python writing to a
     # log file: block-buffered, a live log would trail training by minutes.
     env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **defaults}
+    env.update(preset_env(spec.net, placed.interface, spec.ib_hca))  # netpresets.py
     env.update(placed.host.env)
     env.update(spec.env)
     env.update(fixed)

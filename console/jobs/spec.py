@@ -24,6 +24,7 @@ from pydantic import (
 
 from console.errors import JobSpecError
 from console.jobs.models import JobKind
+from console.jobs.netpresets import NetPreset
 from console.jobs.sync_tree import parse_size
 from console.names import (
     env_name_problem,
@@ -61,6 +62,8 @@ CLI_OPTION: dict[str, str] = {
     "name": "--name",
     "fail_fast": "--no-fail-fast",
     "horovod_launcher": "--horovod-launcher",
+    "net": "--net",
+    "ib_hca": "--ib-hca",
     "hang_timeout": "--hang-timeout",
     "stop_on_hang": "--stop-on-hang",
     "sync": "--sync",
@@ -97,6 +100,19 @@ class JobSpec(BaseModel):
     name: str | None = None  # None: derived from kind and program
     fail_fast: bool = True
     horovod_launcher: Literal["gloo", "mpi"] = "gloo"
+    net: NetPreset = "auto"  # network preset (console/jobs/netpresets.py)
+    ib_hca: str | None = None  # NCCL_IB_HCA for --net ib/roce, e.g. mlx5_0,mlx5_1
+
+    @field_validator("ib_hca")
+    @classmethod
+    def _ib_hca(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not all(c.isalnum() or c in "_-.:,^=" for c in value):
+            raise ValueError(f"{value!r} is not an NCCL_IB_HCA list (e.g. mlx5_0,mlx5_1:1)")
+        return value
+
     # Seconds without progress (no log line, no step) while processes live -> hung;
     # None: hang detection off.
     hang_timeout: float | None = DEFAULT_HANG_TIMEOUT
@@ -326,6 +342,7 @@ class _FieldProblem(ValueError):
 _WORDING = {
     ("kind", "enum"): "must be one of: " + ", ".join(k.value for k in JobKind),
     ("horovod_launcher", "literal_error"): "must be gloo or mpi",
+    ("net", "literal_error"): "must be one of: auto, tcp, ib, roce",
 }
 
 
