@@ -106,6 +106,10 @@ class NvmlGpus:
         return gpus, pids
 
 
+# Seconds between two asks for the GPU processes (at least the interval).
+APPS_EVERY_S = 2.0
+
+
 class NvsmiStream:
     """``nvidia-smi --query-gpu -lms``: nvidia-smi's own loop; the latest row per GPU."""
 
@@ -119,6 +123,13 @@ class NvsmiStream:
         self.proc: subprocess.Popen[str] | None = None
         self.started = 0.0
         self.start()
+        # The GPU processes are asked for by a thread of their own, at once (while the
+        # stream starts, not after it) and then every APPS_EVERY_S: each answer is a
+        # whole nvidia-smi start, which no sample line should wait for.
+        self._apps: tuple[list[str], str | None] = ([], "no answer from nvidia-smi yet")
+        self._apps_ready = threading.Event()
+        self._stopping = threading.Event()
+        threading.Thread(target=self._apps_loop, daemon=True).start()
 
     def start(self) -> None:
         import subprocess
@@ -170,6 +181,22 @@ class NvsmiStream:
             return [line for _, line in sorted(fresh)], self.error
 
     def apps(self) -> tuple[list[str], str | None]:
+        """The latest compute-apps rows (the first call waits for the first answer)."""
+        self._apps_ready.wait(max(5.0, self.interval * 3))
+        with self.lock:
+            return self._apps
+
+    def _apps_loop(self) -> None:
+        every = max(self.interval, APPS_EVERY_S)
+        while True:
+            answer = self._query_apps()
+            with self.lock:
+                self._apps = answer
+            self._apps_ready.set()
+            if self._stopping.wait(every):
+                return
+
+    def _query_apps(self) -> tuple[list[str], str | None]:
         import subprocess
 
         query = ",".join(QUERY_APPS)
@@ -191,5 +218,6 @@ class NvsmiStream:
         return [ln for ln in lines if not ln.lower().startswith("no running")], None
 
     def stop(self) -> None:
+        self._stopping.set()
         if self.alive() and self.proc is not None:
             self.proc.kill()

@@ -150,3 +150,34 @@ def test_commands_quote_values_and_run_setup_first() -> None:
     real = Host.model_construct(name="r", address="10.0.0.2")
     assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r"
     assert sampler.nvsmi_loop_command(real, 1.0).startswith("exec nvidia-smi --query-gpu=index,")
+
+
+def test_gpu_processes_asked_for_by_their_own_thread_and_refreshed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first answer is there for the first sample; a later change shows up; stop()
+    ends the asking thread (nvidia-smi = the stand-in)."""
+    import threading
+    import time
+
+    from console.hostprogs.sampler_gpus import APPS_EVERY_S, NvsmiStream
+
+    monkeypatch.setenv("PATH", f"{STANDIN_DIR}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("NVSMI_STANDIN_PIDS_FILE", str(pids))
+    before = set(threading.enumerate())
+    stream = NvsmiStream(0.1)
+    try:
+        rows, error = stream.apps()
+        assert error is None
+        assert [row.split(",")[1].strip() for row in rows] == ["10291", "10293", "10309"]
+        pids.write_text("4242\n")
+        deadline = time.monotonic() + 10 * APPS_EVERY_S
+        while "4242" not in ",".join(stream.apps()[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stream.apps()[0][0].split(",")[1].strip() == "4242"
+    finally:
+        stream.stop()
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=10)
+        assert not thread.is_alive(), thread
