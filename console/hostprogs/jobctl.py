@@ -45,6 +45,16 @@ MACHINE_SUFFIX = ".machine"
 EXIT_SUFFIX = ".exit"
 WRAPPER_SUFFIX = ".sh"
 STOP_REQUESTED = "stop-requested"  # a file in the job directory: stop was asked for
+# The job's supervisor (supervisor.py) in the job directory: its source, config, secret,
+# pid, the leader's port, and the state it records.
+SUPERVISOR_SOURCE = "supervisor.py"
+SUPERVISOR_CONFIG = "supervisor-config.json"
+SUPERVISOR_SECRET = "supervisor.secret"
+SUPERVISOR_PID = "supervisor.pid"
+SUPERVISOR_PORT = "supervisor.port"
+SUPERVISOR_STATE = "supervisor.json"
+SUPERVISOR_LOG = "supervisor.log"
+FINAL_STATES = ("succeeded", "failed", "stopped")
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -177,7 +187,72 @@ def op_start(args: dict[str, Any]) -> None:
         write_atomic(os.path.join(job_dir, name + MACHINE_SUFFIX), this_machine() + "\n")
         write_atomic(os.path.join(job_dir, name + PGID_SUFFIX), f"{child.pid}\n")
         pgids[name] = child.pid
-    emit({"pgids": pgids, "job_dir": job_dir})
+    result: dict[str, Any] = {"pgids": pgids, "job_dir": job_dir}
+    if payload.get("supervisor"):
+        result["supervisor"] = start_supervisor(job_dir, payload["supervisor"])
+    emit(result)
+
+
+def start_supervisor(job_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Start the job's supervisor detached (its own session: the ssh session ending does
+    not reach it, and it is no process's parent); the leader's port once it listens."""
+    write_atomic(os.path.join(job_dir, SUPERVISOR_SECRET), spec["secret"] + "\n", 0o600)
+    write_atomic(os.path.join(job_dir, SUPERVISOR_CONFIG), json.dumps(spec["config"]), 0o600)
+    write_atomic(os.path.join(job_dir, SUPERVISOR_SOURCE), spec["source"], 0o600)
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(job_dir, SUPERVISOR_PORT))
+    with open(os.path.join(job_dir, SUPERVISOR_LOG), "ab") as log:
+        child = subprocess.Popen(
+            [sys.executable, os.path.join(job_dir, SUPERVISOR_SOURCE), job_dir],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd=job_dir,
+            close_fds=True,
+            start_new_session=True,
+        )
+    write_atomic(os.path.join(job_dir, SUPERVISOR_PID), f"{child.pid}\n")
+    started: dict[str, Any] = {"pid": child.pid}
+    if spec["config"]["host"] == spec["config"]["leader"]:
+        deadline = time.time() + 15
+        while time.time() < deadline and child.poll() is None:
+            port = read_text(os.path.join(job_dir, SUPERVISOR_PORT))
+            if port and port.isdigit():
+                started["port"] = int(port)
+                break
+            time.sleep(0.02)
+        if "port" not in started:
+            log_text = read_text(os.path.join(job_dir, SUPERVISOR_LOG)) or ""
+            started["error"] = "the supervisor did not listen: " + log_text[-500:]
+    return started
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (its parent has not reaped it yet) is dead too.
+    stat = read_text(f"/proc/{pid}/stat") or ""
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
+def supervisor_record(job_dir: str) -> dict[str, Any] | None:
+    """What the host's supervisor last recorded, with ``alive``: None if it has none."""
+    pid_text = read_text(os.path.join(job_dir, SUPERVISOR_PID))
+    if pid_text is None:
+        return None
+    text = read_text(os.path.join(job_dir, SUPERVISOR_STATE))
+    try:
+        record = json.loads(text) if text else {}
+    except ValueError:
+        record = {}
+    if not isinstance(record, dict):
+        record = {}
+    record["alive"] = pid_text.isdigit() and pid_alive(int(pid_text))
+    return record
 
 
 def process_report(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
@@ -219,7 +294,13 @@ def op_inspect(args: dict[str, Any]) -> None:
     pgids = job_pgids(job_dir, names)
     alive = {pgid for _pid, pgid, _state in live_processes()}
     reports = [process_report(job_dir, n, pgids.get(n), alive) for n in names]
-    emit({"processes": reports, "marked": len(marked_pids(args["job_id"]))})
+    emit(
+        {
+            "processes": reports,
+            "marked": len(marked_pids(args["job_id"])),
+            "supervisor": supervisor_record(job_dir),
+        }
+    )
 
 
 def stdin_closed(timeout: float) -> bool:
@@ -237,7 +318,25 @@ def op_watch(args: dict[str, Any]) -> None:
     running: set[str] = set()
     last = time.time()
     missing_since: dict[str, float] = {}
-    while pending:
+    shown: Any = None
+
+    def supervised() -> bool:
+        """Report what the supervisor records when it changes; True while it runs on."""
+        nonlocal shown, last
+        record = supervisor_record(job_dir)
+        if record is None:
+            return False
+        summary = {k: v for k, v in record.items() if k not in ("heartbeat", "pid")}
+        if summary != shown:
+            shown = summary
+            emit({"supervisor": record})
+            last = time.time()
+        return bool(record["alive"]) and record.get("state") not in FINAL_STATES
+
+    while True:
+        supervisor_runs = supervised()
+        if not pending and not supervisor_runs:
+            break
         pgids = job_pgids(job_dir, pending)
         alive = {pgid for _pid, pgid, _state in live_processes()}
         for name in list(pending):
@@ -258,7 +357,7 @@ def op_watch(args: dict[str, Any]) -> None:
         if time.time() - last > 2:
             emit({"beat": time.time()})  # a dead channel makes this write fail
             last = time.time()
-        if pending and stdin_closed(interval):
+        if stdin_closed(interval):
             return
     emit({"done": True})
 
@@ -323,6 +422,11 @@ def op_stop(args: dict[str, Any]) -> None:
         while left and time.time() < deadline:
             time.sleep(0.05)
             left = remaining()
+    # The supervisor records the stop and leaves once the job's processes are gone.
+    pid_text = read_text(os.path.join(job_dir, SUPERVISOR_PID)) or ""
+    deadline = time.time() + 5
+    while pid_text.isdigit() and pid_alive(int(pid_text)) and time.time() < deadline:
+        time.sleep(0.05)
     emit(
         {
             "remaining": [{"pid": pid, "cmd": command_line(pid)} for pid in left],

@@ -327,7 +327,8 @@ class JobHistory:
     def unfinished(self, inventory: str | None = None) -> list[JobRecord]:
         """Jobs that may still have processes on their hosts (to re-attach to)."""
         return self.records(
-            inventory=inventory, states=(JobState.STARTING, JobState.RUNNING, JobState.LOST)
+            inventory=inventory,
+            states=(JobState.STARTING, JobState.RUNNING, JobState.LOST, JobState.UNSUPERVISED),
         )
 
 

@@ -40,12 +40,12 @@ class JobFailure:
     ended_at: float | None = None
 
     def describe(self) -> str:
-        who = f"{self.host} {self.process}"
+        who = f"{self.host} {self.process}" if self.process else self.host
         if self.ranks:
             first, last = self.ranks[0], self.ranks[-1]
             who += f" (rank {first})" if first == last else f" (ranks {first}-{last})"
         what = f"exit status {self.exit_status}" if self.exit_status is not None else self.reason
-        lines = [f"{who} failed: {what}"]
+        lines = [f"{who} failed: {what}" if self.process else f"{who}: {what}"]
         if self.exit_status is not None and self.reason:
             lines[0] += f" ({self.reason})"
         if self.first_error:
@@ -88,6 +88,7 @@ class JobEvent:
     process: str | None = None
     exit_status: int | None = None
     message: str = ""
+    host_lost: bool = False  # ``host`` stopped answering (message says why)
 
 
 class Job:
@@ -113,6 +114,12 @@ class Job:
         self._queues: list[asyncio.Queue[JobEvent | None]] = []
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._remote: dict[str, Any] = {}
+        # The host supervisors (console/hostprogs/supervisor.py): whether the job has them,
+        # what each last recorded, and hosts this console lost (with why) meanwhile.
+        self.supervised = False
+        self.supervisors: dict[str, Any] = {}
+        self.lost_hosts: dict[str, str] = {}
+        self.policy: Any = None  # hostprogs.supervisor_policy.JobPolicy, when applied here
 
     @classmethod
     def from_record(cls, record: JobRecord) -> Job:

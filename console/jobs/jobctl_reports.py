@@ -52,6 +52,76 @@ class ProcessReport:
 
 
 @dataclass(frozen=True, slots=True)
+class SupervisedFailure:
+    """The job's first failure as a supervisor recorded it (contract: supervisor.json)."""
+
+    host: str
+    process: str | None
+    rank: int | None
+    exit_code: int | None
+    signal: str | None
+    reason: str
+    lines: tuple[str, ...]
+    first_error: tuple[str, ...]
+    at: float | None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SupervisedFailure:
+        return cls(
+            host=str(raw.get("host") or ""),
+            process=str(raw["process"]) if raw.get("process") else None,
+            rank=_int(raw.get("rank")),
+            exit_code=_int(raw.get("exit_code")),
+            signal=str(raw["signal"]) if raw.get("signal") else None,
+            reason=str(raw.get("reason") or ""),
+            lines=tuple(str(x) for x in raw.get("lines") or ()),
+            first_error=tuple(str(x) for x in raw.get("first_error") or ()),
+            at=_float(raw.get("at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SupervisorRecord:
+    """A host's ``supervisor.json`` and whether its supervisor still runs."""
+
+    host: str  # the host that wrote it
+    leader: bool
+    alive: bool
+    state: str  # running, hung, succeeded, failed, stopped ("" before its first write)
+    started_at: float | None
+    ended_at: float | None
+    heartbeat: float | None
+    first_failure: SupervisedFailure | None
+    hang: Mapping[str, Any] | None
+
+    @property
+    def final(self) -> bool:
+        return self.state in jobctl.FINAL_STATES
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> SupervisorRecord:
+        failure = raw.get("first_failure")
+        hang = raw.get("hang")
+        return cls(
+            host=str(raw.get("host") or ""),
+            leader=bool(raw.get("leader")),
+            alive=bool(raw.get("alive")),
+            state=str(raw.get("state") or ""),
+            started_at=_float(raw.get("started_at")),
+            ended_at=_float(raw.get("ended_at")),
+            heartbeat=_float(raw.get("heartbeat")),
+            first_failure=SupervisedFailure.from_json(failure)
+            if isinstance(failure, dict)
+            else None,
+            hang=hang if isinstance(hang, dict) else None,
+        )
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
 class Beat:
     """``watch`` is alive (and the channel too: writing it would fail otherwise)."""
 
@@ -67,12 +137,16 @@ class WatchDone:
 class Started:
     pgids: Mapping[str, int]
     job_dir: str
+    supervisor_pid: int | None = None
+    supervisor_port: int | None = None  # the leader's, where the followers connect
+    supervisor_error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Inspected:
     processes: tuple[ProcessReport, ...]
     marked: int  # processes that carry the job's id in their environment
+    supervisor: SupervisorRecord | None = None  # None: no supervisor was started there
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +167,14 @@ class FreePort:
     port: int
 
 
-WatchRecord = ProcessReport | Beat | WatchDone
+WatchRecord = ProcessReport | SupervisorRecord | Beat | WatchDone
 
 
 def watch_record(raw: Mapping[str, Any]) -> WatchRecord:
     if "proc" in raw:
         return ProcessReport.from_json(raw)
+    if isinstance(raw.get("supervisor"), dict):
+        return SupervisorRecord.from_json(raw["supervisor"])
     if raw.get("done"):
         return WatchDone()
     if "beat" in raw:
@@ -108,12 +184,21 @@ def watch_record(raw: Mapping[str, Any]) -> WatchRecord:
 
 def started(raw: Mapping[str, Any]) -> Started:
     pgids = {str(k): int(v) for k, v in (raw.get("pgids") or {}).items()}
-    return Started(pgids, str(raw.get("job_dir", "")))
+    sup = raw.get("supervisor") or {}
+    return Started(
+        pgids,
+        str(raw.get("job_dir", "")),
+        _int(sup.get("pid")),
+        _int(sup.get("port")),
+        str(sup.get("error") or ""),
+    )
 
 
 def inspected(raw: Mapping[str, Any]) -> Inspected:
     procs = tuple(ProcessReport.from_json(p) for p in raw.get("processes") or ())
-    return Inspected(procs, int(raw.get("marked") or 0))
+    sup = raw.get("supervisor")
+    record = SupervisorRecord.from_json(sup) if isinstance(sup, dict) else None
+    return Inspected(procs, int(raw.get("marked") or 0), record)
 
 
 def stopped(raw: Mapping[str, Any]) -> Stopped:

@@ -28,6 +28,9 @@ class JobState(enum.StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     LOST = "lost"
+    # Its processes run on but no supervisor watches them (the supervisor died): nothing
+    # stops the rest when one fails; the console derives it, no supervisor writes it.
+    UNSUPERVISED = "unsupervised"
 
     @property
     def finished(self) -> bool:

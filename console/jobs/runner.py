@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from collections.abc import Sequence
 
 from console.errors import JobError
-from console.jobs import jobctl_reports, remote_ops
+from console.jobs import jobctl_reports, remote_ops, supervision
 from console.jobs.control import DEFAULT_GRACE_S, WATCH_INTERVAL_S, Connections
 from console.jobs.history import JobRecord, plan_hosts
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo, StopReport
-from console.jobs.jobctl_reports import ProcessReport
 from console.jobs.models import JobKind, JobPlan, JobState, RankLaunch
 from console.jobs.paths import new_job_id
 from console.jobs.placement import select_hosts
@@ -86,11 +86,27 @@ class JobRunner(JobWatch):
         for launch in plan.launches:
             by_host[launch.host].append(launch)
         targets = [h for h in hosts if by_host[h] or any(u.host == h for u in plan.uploads)]
-        outcomes = await asyncio.gather(
-            *(self._start_on(job, h, by_host[h]) for h in targets), return_exceptions=True
-        )
+        # The leader's supervisor first: the others connect to the port it listens on.
+        job.supervised = True
+        leader = supervision.supervised_hosts(plan)[0]
+        secret = supervision.new_secret()
+        outcomes: list[BaseException | int | None] = []
+        try:
+            port = await self._start_on(job, leader, by_host[leader], leader, None, secret)
+            outcomes.append(port)
+        except Exception as start_error:
+            port = None
+            outcomes.append(start_error)
+        rest = [h for h in targets if h != leader]
+        if port is not None:
+            outcomes += await asyncio.gather(
+                *(self._start_on(job, h, by_host[h], leader, port, secret) for h in rest),
+                return_exceptions=True,
+            )
         errors = [
-            (h, o) for h, o in zip(targets, outcomes, strict=True) if isinstance(o, BaseException)
+            (h, o)
+            for h, o in zip([leader, *rest], outcomes, strict=False)
+            if isinstance(o, BaseException)
         ]
         if errors:
             host, exc = errors[0]
@@ -108,21 +124,48 @@ class JobRunner(JobWatch):
         self._watch(job, [h for h in hosts if by_host[h]])
         return job
 
-    async def _start_on(self, job: Job, host: str, launches: Sequence[RankLaunch]) -> None:
+    async def _start_on(
+        self,
+        job: Job,
+        host: str,
+        launches: Sequence[RankLaunch],
+        leader: str,
+        leader_port: int | None,
+        secret: str,
+    ) -> int | None:
+        """Start ``host``'s processes and (when it has any) its supervisor; returns the
+        supervisor's port when ``host`` is the leader."""
         spec = self.specs.get(job.id)
-        payload = remote_ops.start_payload(
-            job.plan,
-            self._host(host),
-            launches,
-            created_at=job.started,
-            spec=spec.model_dump(mode="json") if spec is not None else None,
+        payload = json.loads(
+            remote_ops.start_payload(
+                job.plan,
+                self._host(host),
+                launches,
+                created_at=job.started,
+                spec=spec.model_dump(mode="json") if spec is not None else None,
+            )
         )
-        data = await self._jobctl(host, "start", {}, timeout=START_TIMEOUT_S, input=payload)
-        for name, pgid in jobctl_reports.started(data).pgids.items():
+        if launches:
+            payload["supervisor"] = supervision.supervisor_spec(
+                job.plan,
+                host,
+                leader=self._host(leader),
+                leader_port=leader_port,
+                secret=secret,
+                grace_s=self.grace_s,
+            )
+        data = await self._jobctl(
+            host, "start", {}, timeout=START_TIMEOUT_S, input=json.dumps(payload)
+        )
+        started = jobctl_reports.started(data)
+        for name, pgid in started.pgids.items():
             info = job.processes.get((host, name))
             if info is not None:
                 info.pgid = pgid
                 info.running = True
+        if started.supervisor_error:
+            raise JobError(f"{host}: {started.supervisor_error}")
+        return started.supervisor_port
 
     # -- stop ----------------------------------------------------------------------------
 
@@ -154,29 +197,44 @@ class JobRunner(JobWatch):
             *(self._inspect(job, h) for h in hosts), return_exceptions=True
         )
         lost = {h: o for h, o in zip(hosts, outcomes, strict=True) if isinstance(o, Exception)}
-        for host, outcome in zip(hosts, outcomes, strict=True):
-            if isinstance(outcome, list):
-                for report in outcome:
-                    await self._on_report(job, host, report)
+        found = [
+            (h, o)
+            for h, o in zip(hosts, outcomes, strict=True)
+            if isinstance(o, jobctl_reports.Inspected)
+        ]
+        for host, inspected in found:
+            if inspected.supervisor is not None:
+                # Known before the reports: a supervised job's policy runs on its hosts.
+                job.supervised = True
+                job.supervisors[host] = inspected.supervisor
+        for host, inspected in found:
+            for report in inspected.processes:
+                await self._on_report(job, host, report)
+        for host, inspected in found:
+            if inspected.supervisor is not None and not job.finished:
+                await self._on_supervisor(job, host, inspected.supervisor)
         if job.finished:
             return job
-        if lost:
+        if job.state is JobState.UNSUPERVISED:
+            pass
+        elif lost and not any(r.alive for r in job.supervisors.values()):
             reason = "; ".join(f"{h}: {e}" for h, e in lost.items())
             self._set_state(job, JobState.LOST, message=reason)
         else:
+            # A supervisor that runs answers for the job, even with a host out of reach.
             self._set_state(job, JobState.RUNNING)
         if watch:
             self._watch(job, [h for h in hosts if h not in lost])
         return job
 
-    async def _inspect(self, job: Job, host: str) -> list[ProcessReport]:
+    async def _inspect(self, job: Job, host: str) -> jobctl_reports.Inspected:
         args = {
             "job_id": job.id,
             "job_dir": remote_ops.host_job_dir(job.plan, host),
             "names": [p.name for p in job.on_host(host)],
         }
         data = await self._jobctl(host, "inspect", args, timeout=20)
-        return list(jobctl_reports.inspected(data).processes)
+        return jobctl_reports.inspected(data)
 
     async def close(self) -> None:
         """Stop watching (the jobs keep running on their hosts)."""

@@ -1,38 +1,61 @@
-"""Following a running job: one long-lived watcher per host reports processes as they
-end, and the job's policy decides what that means: fail-fast, the PS rule (ps tasks are
-stopped once every worker and the chief succeeded), lost hosts."""
+"""Following a running job: one long-lived watcher per host reports its processes and
+what the host's supervisor records.
+
+The job's policy (fail-fast, the PS rule, lost hosts, a stop asked elsewhere) runs in
+the host supervisors (``console/hostprogs/supervisor.py``); this side reads their
+verdict (:mod:`console.jobs.supervision`) and kills nothing on its own while a
+supervisor runs. A job without supervisors (started before they existed) gets the same
+policy (``hostprogs/supervisor_policy.py``, one copy) applied here, stopping the rest
+as the policy says; a job whose supervisors died reads ``unsupervised`` and is judged,
+without stopping anything, once its processes have ended.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Iterable
 
 from console.errors import TransportError
-from console.jobs import remote_ops
+from console.hostprogs.supervisor_policy import JobPolicy, ProcessEnded
+from console.jobs import remote_ops, supervision
 from console.jobs.control import JobControl
 from console.jobs.failure_lines import first_error
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo
-from console.jobs.jobctl_reports import JobctlReader, ProcessReport, WatchDone, watch_record
-from console.jobs.models import JobKind, JobState
+from console.jobs.jobctl_reports import (
+    JobctlReader,
+    ProcessReport,
+    SupervisorRecord,
+    WatchDone,
+    watch_record,
+)
+from console.jobs.models import JobState
+from console.jobs.supervision import POLICY_SETTLE_S
 
 TAIL_LINES = 15
 SEARCHED_LINES = 400  # per file, for the first error before the launcher's report
-PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job
+PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job (the policy's)
 
 
 class JobWatch(JobControl):
-    """Per-host watch loops and the policy applied to what they report."""
+    """Per-host watch loops; the supervisors' verdict, or the policy applied here."""
+
+    def _policy(self, job: Job) -> JobPolicy:
+        if job.policy is None:
+            job.policy = supervision.console_policy(job)
+        return job.policy
 
     def _watch(self, job: Job, hosts: Iterable[str]) -> None:
         for host in hosts:
-            if any(not p.ended for p in job.on_host(host)):
+            if any(not p.ended for p in job.on_host(host)) or job.supervised:
                 job._watchers[host] = asyncio.create_task(self._watch_host(job, host))
 
     async def _watch_host(self, job: Job, host: str) -> None:
         job_dir = remote_ops.host_job_dir(job.plan, host)
         while not job.finished:
             pending = [p.name for p in job.on_host(host) if not p.ended]
-            if not pending:
+            if not pending and not job.supervised:
                 return
             args = {"job_dir": job_dir, "names": pending, "interval": self.watch_interval_s}
             command = remote_ops.jobctl_command(self._host(host), "watch", args)
@@ -51,18 +74,28 @@ class JobWatch(JobControl):
                     record = watch_record(raw)
                     if isinstance(record, ProcessReport):
                         await self._on_report(job, host, record)
+                    elif isinstance(record, SupervisorRecord):
+                        await self._on_supervisor(job, host, record)
                     if isinstance(record, WatchDone) or job.finished:
                         break
             finally:
                 job._remote.pop(host, None)
                 remote.close()
-            if job.finished or all(p.ended for p in job.on_host(host)):
+            if job.finished:
+                return
+            if all(p.ended for p in job.on_host(host)) and not self._supervisor_runs(job, host):
                 return
             # The stream ended early: the host went away, or only the channel did.
             if not await self._answers(host):
-                await self._host_lost(job, host, self._conn(host).status.reason)
+                reason = self._conn(host).status.reason or "it no longer answers over ssh"
+                await self._host_lost(job, host, reason)
                 return
             await asyncio.sleep(0.5)
+
+    @staticmethod
+    def _supervisor_runs(job: Job, host: str) -> bool:
+        record = job.supervisors.get(host)
+        return record is not None and record.alive and not record.final
 
     async def _answers(self, host: str) -> bool:
         try:
@@ -74,14 +107,62 @@ class JobWatch(JobControl):
     async def _host_lost(self, job: Job, host: str, reason: str) -> None:
         if job.finished or job.stopping:
             return
+        message = f"{host}: connection lost ({reason})"
+        job.lost_hosts[host] = reason
+        if job.supervised:
+            # The supervisors notice the silent host themselves, stop the rest and record
+            # the verdict; wait for it on the hosts still reachable.
+            job._publish(JobEvent(job.id, job.state, host, message=message, host_lost=True))
+            job._watchers[f"{host}-lost"] = asyncio.create_task(self._await_verdict(job, host))
+            return
         if job.failure is None:
-            job.failure = JobFailure(host, "host", (), None, f"{host} went away: {reason}")
-        self._set_state(job, JobState.LOST, message=f"{host} went away: {reason}")
+            job.failure = JobFailure(host, "", (), None, f"connection lost ({reason})")
+        self._set_state(job, JobState.LOST, message=message)
         if job.plan.fail_fast:
             # The other ranks would wait in a collective for the lost ones forever.
             job.stopping = True
             job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
             self._finish(job, JobState.LOST)
+
+    async def _await_verdict(self, job: Job, host: str) -> None:
+        """The supervisors' verdict after a host was lost; without one in time (every
+        supervisor gone too), stop what is reachable and record the loss here."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(job._done.wait()), self._verdict_wait_s())
+        if job.finished:
+            return
+        reason = job.lost_hosts.get(host, "")
+        job.failure = job.failure or JobFailure(host, "", (), None, f"connection lost ({reason})")
+        job.stopping = True
+        job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
+        self._finish(job, JobState.FAILED)
+
+    def _verdict_wait_s(self) -> float:
+        return supervision.SILENCE_S + self.grace_s + POLICY_SETTLE_S
+
+    async def _on_supervisor(self, job: Job, host: str, record: SupervisorRecord) -> None:
+        job.supervised = True
+        job.supervisors[host] = record
+        if job.finished or (job.stopping and job.lost_hosts):
+            return  # _await_verdict's own stop: it finishes the job
+        found = supervision.verdict(job, job.supervisors)
+        if found is not None:
+            if found.failure is not None:
+                job.failure = found.failure
+            elif found.state is JobState.FAILED and job.failure is None and job.lost_hosts:
+                lost, why = next(iter(job.lost_hosts.items()))
+                job.failure = JobFailure(lost, "", (), None, f"connection lost ({why})")
+            if found.state is JobState.STOPPED and not job.stopping:
+                job.stopped_elsewhere = True
+            self._finish(job, found.state)
+            return
+        if supervision.unsupervised(job.supervisors):
+            self._set_state(job, JobState.UNSUPERVISED, message=f"{host}: no supervisor runs")
+            await self._judge_unsupervised(job)
+        elif job.state is JobState.UNSUPERVISED or job.state is JobState.STARTING:
+            self._set_state(job, JobState.RUNNING)
+        if record.state == "hung":
+            job._publish(JobEvent(job.id, job.state, host, message="hung"))
 
     async def _on_report(self, job: Job, host: str, report: ProcessReport) -> None:
         info = job.processes.get((host, report.name))
@@ -111,35 +192,56 @@ class JobWatch(JobControl):
         job._publish(
             JobEvent(job.id, job.state, host, info.name, info.exit_status, message="ended")
         )
-        await self._decide(job, host, info)
+        policy = self._policy(job)
+        before = policy.first_failure
+        stop_now = policy.feed(
+            ProcessEnded(
+                host,
+                info.name,
+                info.exit_status,
+                info.ended_at if info.ended_at is not None else time.time(),
+                stop_requested=report.stop_requested,
+            )
+        )
+        if job.supervised:
+            if job.state is JobState.UNSUPERVISED:
+                await self._judge_unsupervised(job)
+            return  # the supervisors decide
+        await self._decide(job, info, stop_now, policy.first_failure is not before)
 
-    async def _decide(self, job: Job, host: str, info: ProcessInfo) -> None:
+    async def _judge_unsupervised(self, job: Job) -> None:
+        """No supervisor: nothing is stopped, the job is judged once everything ended."""
+        policy = self._policy(job)
+        if policy.first_failure is not None and job.failure is None:
+            failed = job.processes.get(
+                (policy.first_failure.host, policy.first_failure.process or "")
+            )
+            if failed is not None:
+                job.failure = await self._failure(job, failed)
+        if all(p.ended for p in job.processes.values()) and not job.finished:
+            state = policy.verdict or (JobState.FAILED if job.failure else JobState.SUCCEEDED)
+            self._finish(job, JobState(state))
+
+    async def _decide(self, job: Job, info: ProcessInfo, stop_now: bool, new_cause: bool) -> None:
+        """A job without supervisors: the policy's orders carried out from here."""
         if job.finished:
             return
-        everything_ended = all(p.ended for p in job.processes.values())
-        if job.stopping:
-            if _failed_earlier(info, job.failure) and not job.stopped_elsewhere:
-                # Reported later but ended first: the other failure was its consequence
-                # (a peer's collective broke), so this one is the job's cause.
-                job.failure = await self._failure(job, info)
-            return
-        if job.stopped_elsewhere:
-            if everything_ended:
-                self._finish(job, JobState.STOPPED)
-            return
-        if info.exit_status != 0 and job.failure is None:
+        policy = self._policy(job)
+        if new_cause and not job.stopped_elsewhere:
             job.failure = await self._failure(job, info)
-            if job.plan.fail_fast:
-                await self._finish_by_stopping(job, JobState.FAILED)
+        if job.stopping:
+            return
+        if stop_now and policy.verdict is not None:
+            if policy.verdict == JobState.STOPPED.value:
+                job.stopped_elsewhere = True
+                if not all(p.ended for p in job.processes.values()):
+                    return  # whoever asked is stopping it; it ends once all have ended
+            else:
+                await self._finish_by_stopping(job, JobState(policy.verdict))
                 return
-        if job.plan.kind is JobKind.PS and job.failure is None:
-            finishers = [p for p in job.processes.values() if p.launch.role in PS_FINISHERS]
-            if finishers and all(p.ended and p.exit_status == 0 for p in finishers):
-                # Parameter servers never exit on their own once training is over.
-                await self._finish_by_stopping(job, JobState.SUCCEEDED)
-                return
-        if everything_ended:
-            self._finish(job, JobState.FAILED if job.failure else JobState.SUCCEEDED)
+        if all(p.ended for p in job.processes.values()):
+            state = policy.verdict or (JobState.FAILED if job.failure else JobState.SUCCEEDED)
+            self._finish(job, JobState(state))
 
     async def _finish_by_stopping(self, job: Job, state: JobState) -> None:
         job.stopping = True
@@ -170,11 +272,3 @@ class JobWatch(JobControl):
             cause,
             info.ended_at,
         )
-
-
-def _failed_earlier(info: ProcessInfo, failure: JobFailure | None) -> bool:
-    if failure is None or info.exit_status in (0, None) or info.note == "stopped":
-        return False
-    if info.ended_at is None or failure.ended_at is None:
-        return False
-    return info.ended_at < failure.ended_at

@@ -1,32 +1,40 @@
 """With several failures, the one that ended first is the job's cause (the rest are
-peers whose collective broke), whichever host's report reached the console first."""
+peers whose collective broke), whichever host's report arrived first: the rule is the
+job policy's (console/hostprogs/supervisor_policy.py), applied by the host supervisors
+and by the console for a job no supervisor watches."""
 
 from __future__ import annotations
 
-from console.jobs.job import JobFailure, ProcessInfo
-from console.jobs.models import RankLaunch
-from console.jobs.watch import _failed_earlier
+from console.hostprogs.supervisor_policy import JobPolicy, PolicyProcess, ProcessEnded
 
-LAUNCH = RankLaunch("node1", "torchrun", 1, ("torchrun",), {}, "~", ())
-
-
-def ended(status: int | None, at: float | None, note: str = "") -> ProcessInfo:
-    return ProcessInfo("node1", "torchrun-1", LAUNCH, ended=True, exit_status=status,
-                       note=note, ended_at=at)  # fmt: skip
+PROCS = [
+    PolicyProcess("node0", "torchrun-0", "torchrun", (0,)),
+    PolicyProcess("node1", "torchrun-1", "torchrun", (1,)),
+    PolicyProcess("node2", "torchrun-2", "torchrun", (2,)),
+]
 
 
-def failure(at: float | None) -> JobFailure:
-    return JobFailure("node0", "torchrun-0", (0,), 1, "", ended_at=at)
+def cause(*ends: ProcessEnded) -> str | None:
+    policy = JobPolicy(list(PROCS), "ddp")
+    for end in ends:
+        policy.feed(end)
+    return policy.first_failure.process if policy.first_failure else None
 
 
 def test_a_failure_that_ended_first_replaces_a_later_one() -> None:
-    assert _failed_earlier(ended(3, 100.0), failure(100.4))
+    assert (
+        cause(
+            ProcessEnded("node0", "torchrun-0", 1, 100.4),
+            ProcessEnded("node1", "torchrun-1", 3, 100.0),
+        )
+        == "torchrun-1"
+    )
 
 
-def test_later_failures_stops_successes_and_unknown_times_keep_the_first() -> None:
-    assert not _failed_earlier(ended(3, 100.5), failure(100.4))
-    assert not _failed_earlier(ended(0, 99.0), failure(100.4))
-    assert not _failed_earlier(ended(143, 99.0, note="stopped"), failure(100.4))
-    assert not _failed_earlier(ended(3, None), failure(100.4))
-    assert not _failed_earlier(ended(3, 99.0), failure(None))
-    assert not _failed_earlier(ended(3, 99.0), None)
+def test_later_failures_stops_and_successes_keep_the_first() -> None:
+    first = ProcessEnded("node0", "torchrun-0", 1, 100.4)
+    assert cause(first, ProcessEnded("node1", "torchrun-1", 3, 100.5)) == "torchrun-0"
+    assert cause(first, ProcessEnded("node1", "torchrun-1", 0, 99.0)) == "torchrun-0"
+    stopped = ProcessEnded("node1", "torchrun-1", 143, 99.0, "SIGTERM", stop_requested=True)
+    assert cause(first, stopped) == "torchrun-0"
+    assert cause(stopped) is None

@@ -9,6 +9,7 @@ job rewrites only its changed cells, a new one is added and the table re-ordered
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rich.text import Text
 from textual import work
@@ -34,6 +35,7 @@ STATE_COLOURS = {
     JobState.FAILED: "down",
     JobState.STOPPED: "auth-failed",
     JobState.LOST: "host-key-rejected",
+    JobState.UNSUPERVISED: "connecting",
 }
 COLUMNS = ("ID", "Name", "Kind", "State", "Duration", "Hosts", "Ranks")
 KEYS = tuple(label.lower() for label in COLUMNS)
@@ -80,6 +82,7 @@ class ConfirmStop(ModalScreen[bool]):
 class JobsScreen(Screen[None]):
     BINDINGS = [
         Binding("s", "stop", "Stop job"),
+        Binding("r", "report", "Report"),
         # Priority: otherwise the table's own Enter ("Select") is what the footer and
         # the help show, and nobody learns that Enter opens the logs.
         Binding("enter", "logs", "Logs", priority=True),
@@ -159,7 +162,8 @@ class JobsScreen(Screen[None]):
             table.move_cursor(row=table.get_row_index(selected))
         running = sum(1 for r in self.rows.values() if not r.state.finished)
         self.query_one("#jobs-summary", Static).update(
-            f"{len(self.rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  Enter: logs"
+            f"{len(self.rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  r: report  "
+            "Enter: logs"
         )
         self._show_detail()
 
@@ -195,6 +199,8 @@ class JobsScreen(Screen[None]):
         text = ""
         if row is not None:
             text = f"{row.id}: {row.state.value}"
+            if row.notes:
+                text += "\n" + "\n".join(row.notes)
             if row.failure:
                 text += "\n" + failure_excerpt(row.failure)
         self.query_one("#job-detail", Static).update(text)
@@ -230,6 +236,27 @@ class JobsScreen(Screen[None]):
             self.notify(f"{job_id}: {report.describe()}", timeout=10)
         else:
             self.notify(f"{job_id}: {report.describe()}", severity="error", timeout=20)
+
+    def action_report(self) -> None:
+        job_id = self.selected_id
+        if job_id is not None:
+            self._report(job_id)
+
+    @work(group="report")
+    async def _report(self, job_id: str) -> None:
+        jobs = self.services.jobs
+        if jobs is None:
+            self.notify("Not connected to the cluster", severity="error")
+            return
+        out = Path.cwd() / f"distconsole-report-{job_id}"
+        self.notify(f"Writing the report of {job_id} to {out}…", timeout=3)
+        try:
+            summary = await jobs.report(job_id, out)
+        except ConsoleError as exc:
+            self.notify(f"Report of {job_id} failed: {exc}", severity="error", timeout=15)
+            return
+        head = "\n".join(summary.read_text().splitlines()[:6])
+        self.notify(f"Report written to {out}/\n{head}", timeout=20)
 
     def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
         # Enter on the focused table selects its row (the table's own binding).

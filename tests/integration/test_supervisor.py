@@ -1,0 +1,211 @@
+"""The host supervisors on real sshd hosts with their own users, no console running
+after ``launch --detach``: fail-fast across hosts whose ranks share no collective, the PS
+rule, a host killed mid-job, a long detached job and its stop, the job's secret, and a
+supervisor killed while training runs on."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from sshd_cluster import SshdCluster
+
+from console.hostprogs.supervisor_wire import wire_pack
+from tests.integration.test_jobs_cli import (
+    CLI,
+    assert_nothing_left,
+    cli_env,
+    dc,
+    jobs_json,
+    live_processes,
+)
+
+pytestmark = [pytest.mark.sshd, pytest.mark.slow]
+
+# Plain Python loops: the tasks share no collective, so nothing but the supervisors can
+# stop the others when one fails. worker-1 exits 3 after a moment when CRASH is set.
+LOOP = (
+    "import os, sys, time; "
+    "me = os.environ['DISTCONSOLE_TASK_TYPE'] + '-' + os.environ['DISTCONSOLE_TASK_INDEX']; "
+    "print('up', me, flush=True); "
+    "crash = os.environ.get('CRASH') == '1' and me == 'worker-1'; "
+    "time.sleep(3 if crash else 0); "
+    "print('crashing now', file=sys.stderr, flush=True) if crash else None; "
+    "sys.exit(3) if crash else None; "
+    "[time.sleep(0.2) for _ in iter(int, 1)]"
+)
+
+
+def launch_loops(
+    tmp_path: Path, cluster: SshdCluster, *, workers: int = 2, crash: bool = False
+) -> str:
+    result = dc(
+        tmp_path, "launch", str(cluster.inventory_path), "--kind", "ps", "--ps", "1",
+        "--workers", str(workers), "--skip-preflight", "--detach",
+        *(["--env", "CRASH=1"] if crash else []), "--", "python3", "-c", LOOP,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def job_dir(cluster: SshdCluster, host: str, job_id: str) -> Path:
+    home = pwd.getpwnam(cluster.host(host).user).pw_dir
+    return Path(home) / "distconsole" / ".distconsole" / "jobs" / job_id  # work_dir ~/distconsole
+
+
+def wait_for(condition: Any, timeout: float = 60, step: float = 0.05) -> float:
+    """Poll until ``condition()`` holds; returns when (monotonic). Fails on timeout."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(step)
+    return time.time()
+
+
+def events(cluster: SshdCluster, host: str, job_id: str) -> list[dict[str, Any]]:
+    path = job_dir(cluster, host, job_id) / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_crash_stops_every_host(sshd_cluster, tmp_path) -> None:
+    cluster = sshd_cluster(n=2)
+    job_id = launch_loops(tmp_path, cluster, crash=True)
+    assert live_processes(cluster).keys() == {"node0", "node1"}
+    crashed = [
+        d / "worker-1.exit"
+        for d in (job_dir(cluster, h, job_id) for h in ("node0", "node1"))
+        if (d / "worker-1.pgid").exists()
+    ]
+    assert len(crashed) == 1
+    wait_for(crashed[0].exists, timeout=60)
+    gone = wait_for(lambda: not live_processes(cluster))
+    print(f"\nall gone {gone - crashed[0].stat().st_mtime:.2f} s after the crash (exit 3)")
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "failed"
+    assert re.search(r"worker-1 failed: exit status 3", job["failure"]), job["failure"]
+    assert "crashing now" in job["failure"]
+    leader = json.loads((job_dir(cluster, "node0", job_id) / "supervisor.json").read_text())
+    assert leader["state"] == "failed" and leader["first_failure"]["exit_code"] == 3
+
+
+def test_ps_job_succeeds_and_its_ps_are_stopped(sshd_cluster, tmp_path) -> None:
+    cluster = sshd_cluster(n=2)
+    launched = dc(
+        tmp_path, "launch", str(cluster.inventory_path), "--kind", "ps", "--ps", "1",
+        "--workers", "2", "--detach", "--", "example:ps", "--steps", "20",
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    job_id = launched.stdout.strip()
+    wait_for(lambda: not live_processes(cluster), timeout=120, step=0.5)
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "succeeded", job
+    leader = json.loads((job_dir(cluster, "node0", job_id) / "supervisor.json").read_text())
+    assert leader["state"] == "succeeded" and leader["ended_at"] is not None
+    # The parameter server never ends by itself: the PS rule stopped it.
+    [order] = [e for e in events(cluster, "node0", job_id) if e["event"] == "stop-ordered"]
+    assert order["state"] == "succeeded"
+
+
+def test_a_host_killed_mid_job_fails_launch_naming_it(sshd_cluster, tmp_path) -> None:
+    cluster = sshd_cluster(n=2)
+    proc = subprocess.Popen(
+        [
+            *CLI, "launch", str(cluster.inventory_path), "--kind", "ps", "--ps", "1",
+            "--workers", "2", "--skip-preflight", "--grace", "3", "--", "python3", "-c", LOOP,
+        ],
+        env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if " running: " in line:
+                break
+        time.sleep(1)
+        killed = time.monotonic()
+        cluster.stop("node1")
+        _out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"\nlaunch exited {proc.returncode} {took:.2f} s after node1 was killed")
+    assert proc.returncode == 1, err
+    assert "node1: connection lost (" in err, err
+    assert "went away: \n" not in err
+    # The surviving host's tasks were stopped, and its supervisor has left.
+    wait_for(lambda: "node0" not in live_processes(cluster), timeout=15)
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "failed" and "node1" in job["failure"]
+    cluster.start("node1")
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "failed"
+
+
+def test_detached_job_runs_until_stopped(sshd_cluster, tmp_path) -> None:
+    cluster = sshd_cluster(n=2)
+    job_id = launch_loops(tmp_path, cluster, workers=3)
+    for _ in range(3):
+        assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["running"]
+        time.sleep(1)
+    stopped = dc(tmp_path, "stop", str(cluster.inventory_path), job_id, "--grace", "3")
+    assert stopped.returncode == 0, stopped.stderr
+    assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["stopped"]
+    assert_nothing_left(cluster)
+    leader = json.loads((job_dir(cluster, "node0", job_id) / "supervisor.json").read_text())
+    assert leader["state"] == "stopped"
+
+
+def test_wrong_secret_is_refused_and_a_dead_supervisor_leaves_training(
+    sshd_cluster, tmp_path
+) -> None:
+    cluster = sshd_cluster(n=2)
+    job_id = launch_loops(tmp_path, cluster)
+    leader_dir = job_dir(cluster, "node0", job_id)
+    port = int((leader_dir / "supervisor.port").read_text())
+    secret = bytes.fromhex((leader_dir / "supervisor.secret").read_text().strip())
+    assert (leader_dir / "supervisor.secret").stat().st_mode & 0o077 == 0
+    forged = wire_pack(b"not the job's secret", job_id, {"type": "stop", "sender": "node1"})
+    replayed = wire_pack(
+        secret, job_id, {"type": "beat", "sender": "node1"}, now=time.time() - 3600
+    )
+    for line in (forged, replayed):
+        with socket.create_connection((cluster.host("node0").address, port), timeout=5) as sock:
+            sock.sendall(line)
+            sock.settimeout(5)
+            assert sock.recv(100) == b""  # the leader hangs up on it
+    refused = [e for e in events(cluster, "node0", job_id) if e["event"] == "refused"]
+    assert [e["why"] for e in refused] == [
+        "bad signature (not this job's secret)",
+        "stale or future timestamp (a replay, or clocks far apart)",
+    ]
+    assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["running"]
+    # Every supervisor killed at once (frozen first, so none sees another go): training
+    # runs on, and the job reads unsupervised.
+    pids = [
+        int((job_dir(cluster, h, job_id) / "supervisor.pid").read_text())
+        for h in ("node0", "node1")
+    ]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    wait_for(
+        lambda: (
+            not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+        )
+    )
+    assert live_processes(cluster).keys() == {"node0", "node1"}
+    assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["unsupervised"]
+    stopped = dc(tmp_path, "stop", str(cluster.inventory_path), job_id, "--grace", "3")
+    assert stopped.returncode == 0, stopped.stderr
+    assert_nothing_left(cluster)

@@ -1,0 +1,159 @@
+"""The job policy (console/hostprogs/supervisor_policy.py) fed scripted report streams,
+and the supervisors' signed wire (supervisor_wire.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.hostprogs.supervisor_policy import (
+    HangSeen,
+    HostSilent,
+    JobPolicy,
+    PolicyProcess,
+    ProcessEnded,
+    StopAsked,
+)
+from console.hostprogs.supervisor_source import supervisor_source
+from console.hostprogs.supervisor_wire import WireGuard, WireRefused, wire_pack
+
+DDP = [
+    PolicyProcess("node0", "torchrun-0", "torchrun", (0,)),
+    PolicyProcess("node1", "torchrun-1", "torchrun", (1,)),
+]
+PS = [
+    PolicyProcess("node0", "ps-0", "ps"),
+    PolicyProcess("node0", "worker-0", "worker"),
+    PolicyProcess("node1", "worker-1", "worker"),
+]
+
+
+def test_fail_fast_stops_the_rest_once_and_names_the_first_failure() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    assert policy.feed(ProcessEnded("node1", "torchrun-1", 3, 10.0, lines=("boom",))) is True
+    assert policy.state == "failed" and not policy.over
+    failure = policy.first_failure
+    assert failure is not None
+    assert (failure.host, failure.process, failure.rank, failure.exit_code) == (
+        "node1",
+        "torchrun-1",
+        1,
+        3,
+    )
+    assert failure.lines == ("boom",)
+    # The rest dies of the stop: no second order, the cause stays.
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 143, 11.0, "SIGTERM")) is False
+    assert policy.over and policy.first_failure is failure
+
+
+def test_first_failure_wins_even_when_reported_later() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 1, 10.5)) is True
+    # Ended earlier (its peer's collective broke because of it), reported later.
+    assert policy.feed(ProcessEnded("node1", "torchrun-1", 3, 10.0)) is False
+    assert policy.first_failure is not None and policy.first_failure.process == "torchrun-1"
+
+
+def test_an_end_caused_by_the_stop_is_no_cause() -> None:
+    policy = JobPolicy([*DDP, PolicyProcess("node1", "x-0", "x")], "ddp")
+    policy.feed(ProcessEnded("node1", "torchrun-1", 3, 10.0))
+    policy.feed(ProcessEnded("node0", "torchrun-0", 143, 12.0, "SIGTERM"))
+    assert policy.first_failure is not None and policy.first_failure.process == "torchrun-1"
+
+
+def test_no_fail_fast_lets_the_others_run_on() -> None:
+    policy = JobPolicy(list(DDP), "ddp", fail_fast=False)
+    assert policy.feed(ProcessEnded("node1", "torchrun-1", 3, 10.0)) is False
+    assert policy.state == "running" and policy.first_failure is not None
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 0, 20.0)) is False
+    assert policy.over and policy.verdict == "failed"
+
+
+def test_all_succeeded() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    policy.feed(ProcessEnded("node0", "torchrun-0", 0, 1.0))
+    assert not policy.over
+    assert policy.feed(ProcessEnded("node1", "torchrun-1", 0, 2.0)) is False
+    assert policy.over and policy.verdict == "succeeded" and policy.first_failure is None
+
+
+def test_ps_rule_stops_the_parameter_servers_once_every_worker_succeeded() -> None:
+    policy = JobPolicy(list(PS), "ps")
+    assert policy.feed(ProcessEnded("node0", "worker-0", 0, 1.0)) is False
+    assert policy.feed(ProcessEnded("node1", "worker-1", 0, 2.0)) is True
+    assert policy.verdict == "succeeded" and not policy.over
+    policy.feed(ProcessEnded("node0", "ps-0", 143, 3.0, "SIGTERM"))
+    assert policy.over and policy.verdict == "succeeded" and policy.first_failure is None
+
+
+def test_ps_rule_does_not_apply_after_a_failure() -> None:
+    policy = JobPolicy(list(PS), "ps", fail_fast=False)
+    policy.feed(ProcessEnded("node0", "worker-0", 2, 1.0))
+    assert policy.feed(ProcessEnded("node1", "worker-1", 0, 2.0)) is False
+    assert policy.verdict is None  # the ps runs on; nobody said stop
+
+
+def test_a_silent_host_fails_the_job_naming_it() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    assert policy.feed(HostSilent("node1", "connection lost (no heartbeat for 4 s)", 5.0)) is True
+    failure = policy.first_failure
+    assert failure is not None and failure.host == "node1" and failure.process is None
+    assert "connection lost" in failure.reason
+    # Its processes count as ended; the survivor's end makes the job over.
+    policy.feed(ProcessEnded("node0", "torchrun-0", 143, 6.0, "SIGTERM"))
+    assert policy.over and policy.verdict == "failed"
+
+
+def test_a_host_silent_after_the_verdict_still_lets_the_job_end() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    policy.feed(ProcessEnded("node0", "torchrun-0", 1, 1.0))
+    policy.feed(HostSilent("node1", "connection lost", 2.0))
+    assert policy.over and policy.first_failure is not None
+    assert policy.first_failure.process == "torchrun-0"
+
+
+def test_a_stop_asked_ends_stopped_not_failed() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 143, 1.0, stop_requested=True)) is True
+    policy.feed(ProcessEnded("node1", "torchrun-1", 143, 1.1, stop_requested=True))
+    assert policy.over and policy.verdict == "stopped" and policy.first_failure is None
+    other = JobPolicy(list(DDP), "ddp")
+    assert other.feed(StopAsked("node1", 1.0)) is True and other.verdict == "stopped"
+
+
+def test_a_hang_marks_the_job_and_stops_it_only_when_asked() -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    assert policy.feed(HangSeen(30.0, 25.0, stop=False)) is False
+    assert policy.state == "hung" and policy.verdict is None
+    stopping = JobPolicy(list(DDP), "ddp")
+    assert stopping.feed(HangSeen(30.0, 25.0, stop=True)) is True
+    assert stopping.verdict == "failed" and stopping.first_failure is not None
+    assert "hung" in stopping.first_failure.reason
+
+
+def test_the_wire_refuses_a_wrong_secret_a_replay_and_another_job() -> None:
+    guard = WireGuard(b"s" * 32, "job-1")
+    line = wire_pack(b"s" * 32, "job-1", {"type": "stop"}, now=100.0)
+    assert guard.open(line, now=101.0) == {"type": "stop"}
+    with pytest.raises(WireRefused, match="replayed"):
+        guard.open(line, now=101.0)
+    with pytest.raises(WireRefused, match="bad signature"):
+        guard.open(wire_pack(b"x" * 32, "job-1", {"type": "stop"}, now=100.0), now=101.0)
+    with pytest.raises(WireRefused, match="not this one"):
+        guard.open(wire_pack(b"s" * 32, "job-2", {"type": "stop"}, now=100.0), now=101.0)
+    with pytest.raises(WireRefused, match="stale"):
+        guard.open(wire_pack(b"s" * 32, "job-1", {"type": "stop"}, now=100.0), now=1000.0)
+    tampered = line.replace(b"stop", b"stap")
+    with pytest.raises(WireRefused, match="bad signature"):
+        WireGuard(b"s" * 32, "job-1").open(tampered, now=101.0)
+    with pytest.raises(WireRefused, match="not a signed message"):
+        guard.open(b"hello\n", now=101.0)
+
+
+def test_the_supervisor_source_is_one_script_with_its_parts() -> None:
+    source = supervisor_source()
+    compile(source, "supervisor", "exec")
+    assert source.count("from __future__ import annotations") == 1
+    for name in ("def first_error", "class JobPolicy", "class WireGuard", "def supervisor_main"):
+        assert name in source
+    # jobctl's own entry point is left out: only the supervisor's runs.
+    assert source.count('if __name__ == "__main__":') == 1
