@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from console.probe.models import HostView
 from console.transport.base import HostStatus
+from console.ui.gpu_history import GpuHistory
 from console.ui.jobs_service import JobRow
 
 
@@ -21,6 +22,7 @@ class ClusterStore:
         self.statuses: dict[str, HostStatus] = {}  # connection state per host
         self.views: dict[str, HostView] = {}  # latest GPU/host sample per host
         self.jobs: dict[str, JobRow] = {}  # one row per job of this inventory
+        self.history = GpuHistory()  # each GPU's recent figures (the host detail plots)
 
     def apply_statuses(self, statuses: Iterable[HostStatus]) -> dict[str, HostStatus]:
         """Take a batch (latest per host wins); returns the hosts whose status changed."""
@@ -35,6 +37,7 @@ class ClusterStore:
         for batch in batches:
             merged.update((name, view) for name, view in batch.items() if name in self.hosts)
         self.views.update(merged)
+        self.history.add(merged)
         return merged
 
     def apply_jobs(self, rows: Iterable[JobRow]) -> list[JobRow]:

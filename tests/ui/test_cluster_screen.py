@@ -52,7 +52,7 @@ async def test_panels_show_gpus_processes_and_greyed_down_host() -> None:
         assert "last seen 2m ago" in str(down.border_subtitle)
         assert "keepalive timeout" in str(down.border_subtitle)
         summary = str(screen.query_one("#cluster-summary", Static).render())
-        assert "4 hosts (1 down)" in summary and "8 GPUs" in summary
+        assert "4 hosts (3 up, 1 down)" in summary and "8 GPUs: 5 busy, 3 idle, 1 hot" in summary
         # History: one sparkline sample per new sample time, three so far.
         assert len(screen.query_one("#panel-node0", HostPanel).history[0]) == 3
 

@@ -248,6 +248,8 @@ async def test_holding_down_on_the_gpu_screen_loses_no_press(size: tuple[int, in
     async with app.run_test(size=size) as pilot:
         await pilot.press("g")
         await pilot.pause()
+        await pilot.press("v")  # 60 hosts open on the dense view: these are the panels
+        await pilot.pause()
         first = app.focused
         assert first is not None and first.id == "panel-node00"
         await key_repeat(app, pilot, 50)

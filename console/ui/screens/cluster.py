@@ -1,4 +1,10 @@
-"""The cluster screen: one GPU panel per host, live; filter, attention view, host detail.
+"""The cluster screen: every GPU, live; two views of the same hosts, one key apart.
+
+The dense view (``gpu_grid.py``: a cell per GPU, several hosts a line, 256 x 8 GPUs
+on 200x50) is where a big cluster opens; the detailed view has one panel per host
+(``gpu_panel.py``). Both share the summary line, the ``/`` filter, the attention view
+and Enter into the host's detail. Panels are made the first time the detailed view
+shows, so a 256-host console does not lay out 256 panels it may never show.
 
 Host views live in the app's store; the app hands this screen each batch that changed.
 A host without a sample says what its connection says (state, since when, why): those
@@ -9,55 +15,27 @@ by the screen's once-a-second refresh.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static
 
 from console.inventory import Host
 from console.probe.models import HostView
 from console.transport.base import HostStatus
-from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts, host_needs_attention
+from console.ui.attention import Thresholds, host_needs_attention
+from console.ui.overview import ClusterSummary, HostTotals, summary_text
 from console.ui.services import Services
 from console.ui.widgets.gpu_columns import GpuColumnsHeader
+from console.ui.widgets.gpu_grid import GpuGrid, jobs_text, legend
+from console.ui.widgets.gpu_grid_layout import GROUPS, METRICS, SORTS
 from console.ui.widgets.gpu_panel import HostPanel, short_gpu_name
 
-
-@dataclass(frozen=True, slots=True)
-class ClusterTotals:
-    """One host's share of the summary line (summed over hosts into the cluster's totals)."""
-
-    down: bool = False
-    gpus: int = 0
-    util_sum: float = 0.0
-    util_count: int = 0
-    memory_sum: float = 0.0
-    memory_count: int = 0
-    attention: int = 0
-    simulated: bool = False
-
-    @classmethod
-    def of(cls, view: HostView, limits: Thresholds = DEFAULT_THRESHOLDS) -> ClusterTotals:
-        down = not view.live
-        sample = view.sample
-        simulated = sample is not None and sample.simulated
-        if down or sample is None:
-            return cls(down=down, simulated=simulated)
-        gpus = sample.gpus
-        utils = [g.utilization_gpu for g in gpus if g.utilization_gpu is not None]
-        memory = [f for f in (g.memory_fraction for g in gpus) if f is not None]
-        return cls(
-            gpus=len(gpus),
-            util_sum=sum(utils),
-            util_count=len(utils),
-            memory_sum=sum(memory),
-            memory_count=len(memory),
-            attention=sum(1 for g in gpus if gpu_alerts(g, limits)),
-            simulated=simulated,
-        )
+# From this many hosts on the screen opens on the dense view (v switches).
+DENSE_FROM_HOSTS = 17
 
 
 def matches(host: Host, query: str) -> bool:
@@ -77,6 +55,10 @@ class ClusterScreen(Screen[None]):
         Binding("slash", "filter", "Filter", key_display="/"),
         Binding("a", "toggle_attention", "Attention"),
         Binding("enter", "detail", "Host detail"),
+        Binding("v", "toggle_dense", "Dense/detailed"),
+        Binding("m", "toggle_metric", "Util/memory"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("b", "cycle_group", "Group"),
         # Priority: the scroll container's own up/down would only scroll, not move focus.
         Binding("down", "next_panel", "Next host", show=False, priority=True),
         Binding("up", "previous_panel", "Previous host", show=False, priority=True),
@@ -91,9 +73,18 @@ class ClusterScreen(Screen[None]):
         self.thresholds = Thresholds.of(services.settings)
         self.query_text = ""
         self.attention_only = False
+        self.dense = len(self.inventory.hosts) >= DENSE_FROM_HOSTS
         self._panels: dict[str, HostPanel] = {}
-        self._stats: dict[str, ClusterTotals] = {}
+        self._stats: dict[str, HostTotals] = {}
         self._longest_name = 0
+        self.grid = GpuGrid(
+            self.inventory.hosts,
+            services.store.views,
+            services.store.statuses,
+            thresholds=self.thresholds,
+            id="gpu-grid",
+        )
+        self.grid.shown = self._host_visible
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -101,14 +92,22 @@ class ClusterScreen(Screen[None]):
             placeholder="filter hosts by name or tag (Enter keeps, Esc clears)", id="filter"
         )
         yield Static(self._summary(), id="cluster-summary", markup=False)
+        yield Static("", id="no-match", markup=False)
         yield GpuColumnsHeader(id="gpu-columns")
         with VerticalScroll(id="panels"):
-            yield Static("", id="no-match", markup=False)
-            for host in self.inventory.hosts:
-                panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
-                self._panels[host.name] = panel
-                yield panel
+            if not self.dense:
+                yield from self._make_panels()
+        yield self.grid
+        yield Static("", id="grid-legend")
         yield Footer()
+
+    def _make_panels(self) -> list[HostPanel]:
+        for host in self.inventory.hosts:
+            panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
+            panel.attention_only = self.attention_only
+            panel.display = self._host_visible(host)
+            self._panels[host.name] = panel
+        return list(self._panels.values())
 
     @property
     def views(self) -> Mapping[str, HostView]:
@@ -116,6 +115,7 @@ class ClusterScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#no-match", Static).display = False
+        self._show_view()
         for panel in self._panels.values():
             panel.set_name_width(self._longest_name)
         if self.views:  # arrived before the panels existed
@@ -124,30 +124,50 @@ class ClusterScreen(Screen[None]):
         self.set_interval(self.services.settings.refresh_s, self._refresh_ages)
         self.call_after_refresh(self._focus_first_panel)
 
+    def _show_view(self) -> None:
+        """Show the widgets of the current view (dense or detailed), hide the others."""
+        for selector in ("#gpu-columns", "#panels"):
+            self.query_one(selector, Widget).display = not self.dense
+        for selector in ("#gpu-grid", "#grid-legend"):
+            self.query_one(selector, Widget).display = self.dense
+        if self.dense:
+            self.grid.rearrange()
+            self._show_legend()
+
     # -- data in -------------------------------------------------------------------------
 
     def apply_views(self, batch: Mapping[str, HostView]) -> None:
         """A batch of host views (only the hosts that changed; already in the store)."""
         longest = self._longest_name
         for name, view in batch.items():
-            self._stats[name] = ClusterTotals.of(view, self.thresholds)
+            totals = HostTotals.of(view, self.thresholds)
+            self._stats[name] = totals
+            for job, _count in totals.jobs:
+                self.grid.letters.letter(job)  # a job's letter: from its first sample on
             for gpu in view.sample.gpus if view.sample else ():
                 longest = max(longest, len(short_gpu_name(gpu.name)))
-        if not self._panels or not self.is_mounted:
+        if not self.is_mounted:
             self._longest_name = longest
             return
+        if self.dense:
+            self.grid.take(batch)
+            self._show_legend()
+        if self._panels:
+            self._panels_take(batch, longest)
+        self._longest_name = longest
+        if self.attention_only:
+            self._apply_visibility()  # which hosts need attention may have changed
+        self._show_summary()
+
+    def _panels_take(self, batch: Mapping[str, HostView], longest: int) -> None:
         if longest != self._longest_name:
             # Every panel's columns line up under one header: a longer name widens all.
-            self._longest_name = longest
             for each in self._panels.values():
                 each.set_name_width(longest)
         for name, view in batch.items():
             panel = self._panels.get(name)
             if panel is not None:
                 panel.take(view)
-        if self.attention_only:
-            self._apply_visibility()  # which hosts need attention may have changed
-        self._show_summary()
 
     def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
         """Connection statuses that changed (already in the store)."""
@@ -155,10 +175,17 @@ class ClusterScreen(Screen[None]):
             self._take_statuses(statuses)
 
     def _take_statuses(self, statuses: Iterable[HostStatus]) -> None:
+        counted = False
         for status in statuses:
+            if status.name not in self.views:  # a view, once there, says more
+                self._stats[status.name] = HostTotals.of_status(status)
+                counted = True
+            self.grid.set_status(status.name)
             panel = self._panels.get(status.name)
             if panel is not None:
                 panel.set_status(status)
+        if counted:
+            self._show_summary()
 
     def on_host_panel_columns_changed(self, message: HostPanel.ColumnsChanged) -> None:
         self.query_one("#gpu-columns", GpuColumnsHeader).show(message.columns)
@@ -167,9 +194,18 @@ class ClusterScreen(Screen[None]):
         # One fixed-height line: no layout needed, only a repaint.
         self.query_one("#cluster-summary", Static).update(self._summary(), layout=False)
 
+    def _show_legend(self) -> None:
+        palette = self.grid.palette()
+        text = legend(palette, self.grid.metric, self.grid.sort, self.grid.group)
+        text.append("\n")
+        text.append_text(jobs_text(palette, self._cluster_summary().jobs, self.grid.letters))
+        self.query_one("#grid-legend", Static).update(text, layout=False)
+
     def _refresh_ages(self) -> None:
         # Down hosts say how long ago they were last seen; that text ages by itself.
         # Only panels in view: an off-screen one catches up within a second of showing.
+        if self.dense:
+            return
         statuses = self.services.store.statuses
         for name, panel in self._panels.items():
             view = panel.view
@@ -182,27 +218,29 @@ class ClusterScreen(Screen[None]):
 
     # -- visibility ----------------------------------------------------------------------
 
-    def _visible(self, panel: HostPanel) -> bool:
-        if not matches(panel.host, self.query_text):
+    def _host_visible(self, host: Host) -> bool:
+        if not matches(host, self.query_text):
             return False
         if self.attention_only:
-            view = self.views.get(panel.host.name)
+            view = self.views.get(host.name)
             return view is None or host_needs_attention(view, self.thresholds)
         return True
 
     def _apply_visibility(self) -> None:
         for panel in self._panels.values():
-            shown = self._visible(panel)
+            shown = self._host_visible(panel.host)
             if panel.display != shown:
                 panel.display = shown
             if panel.attention_only != self.attention_only:
                 panel.attention_only = self.attention_only
+        if self.dense:
+            self.grid.rearrange()
         self._show_no_match()
 
     def _show_no_match(self) -> None:
         """An explicit line when the filter or the attention view leaves no host."""
         line = self.query_one("#no-match", Static)
-        empty = not any(p.display for p in self._panels.values())
+        empty = not self.visible_hosts()
         if empty:
             query = self.query_text.strip()
             if query and self.attention_only:
@@ -216,35 +254,30 @@ class ClusterScreen(Screen[None]):
             line.display = empty
 
     def visible_hosts(self) -> list[str]:
+        """The hosts the current view shows, in its order."""
+        if self.dense:
+            return self.grid.visible_hosts()
         return [name for name, panel in self._panels.items() if panel.display]
 
-    def _summary(self) -> str:
+    def _cluster_summary(self) -> ClusterSummary:
         # Per-host figures are computed once per new view, not over every GPU per batch.
-        stats = list(self._stats.values())
-        total = len(self.inventory.hosts)
-        down = sum(s.down for s in stats)
-        gpus = sum(s.gpus for s in stats)
-        utils = sum(s.util_count for s in stats)
-        memory = sum(s.memory_count for s in stats)
-        attention = sum(s.attention for s in stats)
-        # What the view is narrowed to comes first: at 80 columns the line's end is cut.
-        parts = []
-        if self.attention_only:
-            parts.append("ATTENTION VIEW (a: all)")
-        if self.query_text:
-            parts.append(f"filter: {self.query_text!r}")
-        parts += [f"{total} hosts" + (f" ({down} down)" if down else ""), f"{gpus} GPUs"]
-        if utils:
-            parts.append(f"util avg {sum(s.util_sum for s in stats) / utils:.0f}%")
-        if memory:
-            parts.append(f"memory avg {100 * sum(s.memory_sum for s in stats) / memory:.0f}%")
-        if attention:
-            parts.append(f"{attention} GPUs need attention")
-        if any(s.simulated for s in stats):
-            parts.append("simulated GPUs")
-        return "  ·  ".join(parts)
+        return ClusterSummary.of(len(self.inventory.hosts), self._stats.values())
+
+    def _summary(self) -> str:
+        return summary_text(
+            self._cluster_summary(),
+            attention_only=self.attention_only,
+            query=self.query_text,
+            # The dense view names the jobs, with their letters, under the grid.
+            jobs=not self.dense,
+        )
 
     # -- actions -------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("toggle_metric", "cycle_sort", "cycle_group") and not self.dense:
+            return False  # dense view only: hidden, so the footer keeps the app's keys
+        return True
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -278,12 +311,48 @@ class ClusterScreen(Screen[None]):
         self._apply_visibility()
         self._show_summary()
 
+    async def action_toggle_dense(self) -> None:
+        self.dense = not self.dense
+        if not self.dense and not self._panels:
+            await self.query_one("#panels", VerticalScroll).mount_all(self._make_panels())
+            for panel in self._panels.values():
+                panel.set_name_width(self._longest_name)
+            self._panels_take(dict(self.views), self._longest_name)
+            self._take_statuses(self.services.store.statuses.values())
+        self._show_view()
+        self._show_summary()
+        self._show_no_match()
+        self.refresh_bindings()
+        cursor = self.grid.cursor
+        if not self.dense and cursor in self._panels and self._panels[cursor].display:
+            self._panels[cursor].focus()  # the same host, in the other view
+        else:
+            self._focus_first_panel()
+
+    def action_toggle_metric(self) -> None:
+        self.grid.configure(metric=_next(METRICS, self.grid.metric))
+        self._show_legend()
+
+    def action_cycle_sort(self) -> None:
+        self.grid.configure(sort=_next(SORTS, self.grid.sort))
+        self._show_legend()
+
+    def action_cycle_group(self) -> None:
+        self.grid.configure(group=_next(GROUPS, self.grid.group))
+        self._show_legend()
+
     def _focus_first_panel(self) -> None:
+        if self.dense:
+            self.grid.focus()
+            return
         shown = [p for p in self._panels.values() if p.display]
         if shown:
             shown[0].focus()
 
     def _move(self, step: int) -> None:
+        if self.dense:
+            self.grid.move_cursor(0, step)
+            return
         shown = [p for p in self._panels.values() if p.display]
         if not shown:
             return
@@ -300,12 +369,27 @@ class ClusterScreen(Screen[None]):
     def action_previous_panel(self) -> None:
         self._move(-1)
 
-    def action_detail(self) -> None:
+    def selected_host(self) -> Host | None:
+        """The host Enter opens: the grid's cursor, or the focused panel."""
+        if self.dense:
+            name = self.grid.cursor
+            return next((h for h in self.inventory.hosts if h.name == name), None)
         focused = self.focused
         if not isinstance(focused, HostPanel):
             self._focus_first_panel()
             focused = self.focused
-        if isinstance(focused, HostPanel):
+        return focused.host if isinstance(focused, HostPanel) else None
+
+    def action_detail(self) -> None:
+        host = self.selected_host()
+        if host is not None:
             from console.ui.screens.host_detail import HostDetailScreen
 
-            self.app.push_screen(HostDetailScreen(focused.host, self.services))
+            self.app.push_screen(HostDetailScreen(host, self.services))
+
+    def on_gpu_grid_host_clicked(self, _message: GpuGrid.HostClicked) -> None:
+        self.grid.focus()
+
+
+def _next(choices: tuple[str, ...], current: str) -> str:
+    return choices[(choices.index(current) + 1) % len(choices)]

@@ -1,10 +1,12 @@
-"""One host in full: host figures, every GPU with every reported field, every process."""
+"""One host in full: host figures, every GPU with every reported field, each GPU's
+recent utilization, memory and temperature as plots, every process."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -14,8 +16,10 @@ from console.inventory import Host
 from console.probe.models import GpuSample, HostView
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
 from console.ui.formatting import plain
+from console.ui.gpu_history import FIGURES
 from console.ui.services import Services
 from console.ui.widgets.gpu_panel import host_figures
+from console.ui.widgets.gpu_plots import GpuHistoryPlot
 
 GPU_COLUMNS = (
     "GPU", "Name", "Util", "Mem util", "Memory", "Temp", "Power", "Fan", "Perf",
@@ -44,6 +48,7 @@ class HostDetailScreen(Screen[None]):
         super().__init__(name=f"detail:{host.name}")
         self.host = host
         self.view: HostView | None = services.store.views.get(host.name)
+        self.history = services.store.history
         self._clock = services.clock
         self.thresholds = Thresholds.of(services.settings)
 
@@ -54,6 +59,10 @@ class HostDetailScreen(Screen[None]):
         gpus: DataTable[Text] = DataTable(id="detail-gpus", cursor_type="row", zebra_stripes=True)
         gpus.add_columns(*GPU_COLUMNS)
         yield gpus
+        yield Static("History (each line a GPU)", classes="detail-heading")
+        with Horizontal(id="detail-plots"):
+            for name in FIGURES:
+                yield GpuHistoryPlot(name, id=f"plot-{name}")
         yield Static("Processes", classes="detail-heading")
         processes: DataTable[Text] = DataTable(id="detail-processes", cursor_type="row")
         processes.add_columns(*PROCESS_COLUMNS)
@@ -71,6 +80,9 @@ class HostDetailScreen(Screen[None]):
         header = self.query_one("#detail-host", Static)
         gpus = self.query_one("#detail-gpus", DataTable)
         processes = self.query_one("#detail-processes", DataTable)
+        for name in FIGURES:
+            plot = self.query_one(f"#plot-{name}", GpuHistoryPlot)
+            plot.show(self.history.series(self.host.name, name))
         # Rows are rebuilt per sample; keep the user's place in both tables.
         gpu_row_at, process_row_at = gpus.cursor_row, processes.cursor_row
         gpus.clear()
