@@ -275,9 +275,8 @@ class ClusterScreen(Screen[None]):
     # -- actions -------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("toggle_metric", "cycle_sort", "cycle_group") and not self.dense:
-            return False  # dense view only: hidden, so the footer keeps the app's keys
-        return True
+        # Dense view only: hidden in the other, so the footer keeps the app's keys.
+        return self.dense or action not in ("toggle_metric", "cycle_sort", "cycle_group")
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
