@@ -20,6 +20,7 @@ from console.jobs.models import JobPlan, JobState
 from console.jobs.preflight_job import preflight_job
 from console.jobs.runner import Job, JobRunner, StopReport
 from console.jobs.spec import JobSpec
+from console.jobs.sync_push import ProgressCallback, apply_sync, scan_for_spec, sync_hosts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
 
@@ -114,12 +115,23 @@ class JobsService:
         self._following: dict[str, asyncio.Task[None]] = {}
 
     async def launch(
-        self, spec: JobSpec, *, preflight: bool = True, job_id: str | None = None
+        self,
+        spec: JobSpec,
+        *,
+        preflight: bool = True,
+        job_id: str | None = None,
+        on_sync: ProgressCallback | None = None,
     ) -> Job:
-        """Plan (free master port from the master host), pre-flight unless told not to,
-        then start on every host. Raises JobSpecError, PreflightError or JobError; nothing
-        runs when it raises. ``job_id``: the one the launch form's preview showed."""
+        """Plan (free master port from the master host), sync ``spec.sync`` to every host
+        (progress to ``on_sync``), pre-flight unless told not to, then start on every host.
+        Raises JobSpecError, PreflightError or JobError; nothing runs when it raises.
+        ``job_id``: the one the launch form's preview showed."""
         plan = await self.runner.prepare(spec, job_id=job_id)
+        tree = await asyncio.to_thread(scan_for_spec, spec)  # hashing reads files
+        if tree is not None:
+            plan = apply_sync(plan, tree, spec.workdir)
+            hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
+            await sync_hosts(self.runner.connections, hosts, tree, on_sync)
         if preflight:
             report = await preflight_job(self.runner.connections, spec, plan, self.inventory)
             report.raise_if_failed()

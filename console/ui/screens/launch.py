@@ -38,6 +38,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("master_port", "Master port", "default: a free port on the master host"),
     ("name", "Name", "default: kind-program"),
     ("workdir", "Working directory", "default: each host's work_dir"),
+    ("sync", "Sync directory", "local dir put on every host first; program and workdir inside it"),
 )
 INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port")
 PS_ONLY = ("ps", "workers")
@@ -302,7 +303,12 @@ class LaunchScreen(Screen[str | None]):
             if jobs is None:
                 status.update("Not launched: not connected to the cluster.")
                 return
-            job = await jobs.launch(spec, preflight=preflight, job_id=job_id)
+            job = await jobs.launch(
+                spec,
+                preflight=preflight,
+                job_id=job_id,
+                on_sync=lambda p: status.update(f"Launching: sync {p.line()}"),
+            )
         except PreflightError as exc:
             status.update(f"Not launched: {exc} (untick the pre-flight box to launch anyway)")
             return
