@@ -145,23 +145,34 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
         f"started {_when(record.started)}"
         + (f", ended {_when(record.ended)}" if record.ended else ""),
     ]
+    lines += host_view_lines(view, truth)
+    first = truth.get("first_failure") or view.get("first_failure")
+    if first:
+        lines.append("first failure: " + failure_text(first))
+    elif record.failure:
+        lines.append("failure: " + record.failure)
+    return lines
+
+
+def host_view_lines(
+    view: Mapping[str, Any], supervisor: Mapping[str, Any] | None = None
+) -> list[str]:
+    """What the supervisors' records add to a job's state: a dead supervisor, a hang
+    (the jobs screen shows these under the selected job, summary.txt too)."""
+    truth = supervisor or {}
+    lines = []
     unsupervised = view.get("unsupervised") or []
     if unsupervised:
         lines.append(
             f"unsupervised on {', '.join(unsupervised)}: the supervisor died while the "
             "job's processes run on (nothing stops the rest if one fails)"
         )
-    first = truth.get("first_failure") or view.get("first_failure")
-    if first:
-        lines.append("first failure: " + failure_text(first))
-    elif record.failure:
-        lines.append("failure: " + record.failure)
     hang = truth.get("hang") or view.get("hang")
     if hang:
         captured = ", ".join(hang.get("captured") or []) or "nothing"
         lines.append(
             f"hang: no progress for {hang.get('idle_s', '?')} s, marked at "
-            f"{_when(hang.get('at'))}; captured {captured}"
+            f"{_when(hang.get('at'))}; captured {captured} (r: report)"
         )
     return lines
 

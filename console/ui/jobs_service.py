@@ -13,16 +13,24 @@ import contextlib
 import shlex
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
+from console.errors import ConsoleError
 from console.inventory import Inventory
+from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobSummary
 from console.jobs.models import JobPlan, JobState
 from console.jobs.preflight_job import preflight_job
+from console.jobs.report import host_view_lines, make_report
 from console.jobs.runner import Job, JobRunner, StopReport
 from console.jobs.spec import JobSpec
 from console.jobs.sync_push import ProgressCallback, apply_sync, scan_for_spec, sync_hosts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
+
+# How often the hosts' job directories are read into the history (jobs_scan: one
+# short command per host, within the connection's session budget).
+DISCOVER_EVERY_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,8 @@ class JobRow:
     hosts: tuple[str, ...]
     ranks: int
     failure: str
+    # What the hosts' supervisors add (a dead supervisor, a hang): jobs/report.py's lines.
+    notes: tuple[str, ...] = ()
 
     def duration(self, now: float) -> float:
         return (self.ended or now) - self.started
@@ -52,9 +62,10 @@ def row_of_job(job: Job) -> JobRow:
 
 
 def row_of_summary(summary: JobSummary) -> JobRow:
+    notes = tuple(host_view_lines(summary.host_view or {}))
     return JobRow(
         summary.id, summary.name, summary.kind.value, summary.state, summary.started,
-        summary.ended, summary.hosts, summary.world_size, summary.failure or "",
+        summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,
     )  # fmt: skip
 
 
@@ -113,6 +124,7 @@ class JobsService:
         )
         self._changed: asyncio.Queue[JobRow] = asyncio.Queue()
         self._following: dict[str, asyncio.Task[None]] = {}
+        self._discovering: asyncio.Task[None] | None = None
 
     async def launch(
         self,
@@ -160,6 +172,27 @@ class JobsService:
             jobs.append(job)
         return jobs
 
+    async def discover(self) -> list[str]:
+        """Read the hosts' job directories into the history (jobs started elsewhere,
+        states their supervisors recorded); returns hosts that could not be scanned.
+        The next history re-read shows what changed."""
+        found, _settled = await discover(self.runner.connections, self.inventory, self.history)
+        return [f"{host}: {why}" for host, why in found.unreachable.items()]
+
+    async def _discover_every(self, interval_s: float) -> None:
+        while True:
+            # A host that cannot be scanned now is scanned again next time; the rows
+            # keep what the history holds meanwhile.
+            with contextlib.suppress(ConsoleError):
+                await self.discover()
+            await asyncio.sleep(interval_s)
+
+    async def report(self, job_id: str, out: Path) -> Path:
+        """Write ``job_id``'s post-mortem bundle to ``out``; returns its summary.txt."""
+        record = await asyncio.to_thread(self.history.get, job_id)
+        summary, _bundles = await make_report(self.runner.connections, record, out)
+        return summary
+
     async def plan_of(self, job_id: str) -> JobPlan:
         """The plan of a job this console runs, else from the history (JobError if unknown)."""
         job = self.runner.jobs.get(job_id)
@@ -193,6 +226,8 @@ class JobsService:
 
         next_read = 0.0
         loop = asyncio.get_running_loop()
+        if self._discovering is None:
+            self._discovering = asyncio.create_task(self._discover_every(DISCOVER_EVERY_S))
         while True:
             if loop.time() >= next_read:
                 live = self.runner.jobs
@@ -213,4 +248,6 @@ class JobsService:
     async def close(self) -> None:
         for task in self._following.values():
             task.cancel()
+        if self._discovering is not None:
+            self._discovering.cancel()
         await self.runner.close()

@@ -31,6 +31,11 @@ def palette_commands(app: DistConsoleApp) -> Iterator[SystemCommand]:
         app.stop_selected_job,
     )
     yield SystemCommand(
+        "Report of the selected job",
+        "Jobs screen: write the job's post-mortem bundle (summary, plan, logs, captures)",
+        partial(app.run_on, "jobs", app.jobs_screen.action_report),
+    )
+    yield SystemCommand(
         "Logs of the selected job",
         "Jobs screen: follow every rank's log of the job under the cursor",
         app.logs_of_selected_job,

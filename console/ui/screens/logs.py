@@ -274,6 +274,11 @@ class LogsScreen(Screen[None]):
         self.query_one("#steps-table", StepsTable).show(ranks, self._stalled)
         self._summary()
 
+    def _ended(self) -> str | None:
+        """The job's final state once it has ended (the jobs store's row), else None."""
+        row = self.services.store.jobs.get(self.plan.job_id)
+        return row.state.value if row is not None and row.state.finished else None
+
     def _summary(self) -> None:
         if not self.query("#logs-summary"):
             return
@@ -289,6 +294,7 @@ class LogsScreen(Screen[None]):
             matches=len(self.matches),
             filter_context=self.context_lines if self.filter_mode else None,
             note=self.notes[-1] if self.notes else None,
+            ended=self._ended(),
         )
         self.query_one("#logs-summary", LogsSummary).say(parts)
 

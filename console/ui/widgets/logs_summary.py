@@ -25,12 +25,14 @@ def summary_parts(
     matches: int,
     filter_context: int | None,
     note: str | None,
+    ended: str | None = None,
 ) -> list[str]:
-    """What the summary says, in order; ``filter_context`` is None outside filter mode."""
+    """What the summary says, in order; ``filter_context`` is None outside filter mode;
+    ``ended``: the state of a job that has ended (nothing more to follow, no stalls)."""
     parts = [
         f"job {job_id}",
         f"{received} lines",
-        "following" if following else "PAUSED (f follows)",
+        f"ended: {ended}" if ended else "following" if following else "PAUSED (f follows)",
     ]
     if progress is not None and any(r.step is not None for r in progress.ranks):
         parts.append(steps_reading(progress, split_total=split_total))
@@ -38,7 +40,7 @@ def summary_parts(
             parts.append(f"{progress.samples_per_s:.1f} samples/s")
         if progress.slowest is not None and progress.slowest_lag:
             parts.append(f"slowest {rank_label(progress.slowest)} -{progress.slowest_lag}")
-    if stalled:
+    if stalled and not ended:
         parts.append("STALLED: " + ", ".join(rank_label(k) for k in stalled))
     if ranks is not None:
         parts.append("ranks " + ",".join(rank_label(k) for k in ranks))
