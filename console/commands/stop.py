@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import options
+from console.commands import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord, inventory_key
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
             f"job {record.id} was started on {record.inventory}, "
             f"not {inventory_key(inventory.path)}",
         )
+    if record.id in launch_slurm.slurm_ids(history):
+        return asyncio.run(launch_slurm.stop(inventory, history, record, args.grace))
     return asyncio.run(stop(inventory, history, record, args.grace))
 
 

@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from console.errors import UsageError
-from console.export.shape import JobShape
+from console.export.shape import JobShape, job_shape
+from console.inventory import Inventory
 from console.jobs.models import JobKind
 from console.jobs.paths import shell_word
 from console.jobs.plan_ddp import torchrun_command
+from console.jobs.spec import JobSpec, spec_with
 
 # #SBATCH values are read by sbatch, not a shell: only plain words are written there.
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:,+=-]*\Z")
@@ -254,3 +257,26 @@ def sbatch_export(
     if spec.workdir and spec.workdir.startswith("~"):
         warnings.append(f"--workdir {spec.workdir} is the submitting user's home on the nodes")
     return SbatchExport(name=name, script="\n".join(lines) + "\n", warnings=tuple(warnings))
+
+
+def backend_script(inventory: Inventory) -> Callable[..., tuple[str, tuple[str, ...]]]:
+    """The Slurm backend's script writer (``jobs/slurm.py`` ``ScriptWriter``): this
+    module's script for ``spec`` on ``nodes`` nodes with the inventory's ``slurm:``
+    defaults; the login host lends its Python and interface."""
+    settings = inventory.slurm
+    if settings is None:
+        raise UsageError("--scheduler", f"{inventory.path} has no slurm: section")
+
+    def write(spec: JobSpec, nodes: int, *, task_output: str) -> tuple[str, tuple[str, ...]]:
+        on_login = spec_with(spec, hosts=(settings.login,), tags=())
+        script = sbatch_export(
+            job_shape(on_login, inventory, nodes=nodes),
+            partition=settings.partition,
+            account=settings.account,
+            time=settings.time,
+            sbatch_options=settings.sbatch_options,
+            task_output=task_output,
+        )
+        return script.script, script.warnings
+
+    return write

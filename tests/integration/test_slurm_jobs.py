@@ -1,0 +1,167 @@
+"""``--scheduler slurm`` against a real Slurm cluster (tests/slurm_cluster.py: munged,
+slurmctld, slurmd n1 and n2) whose login host is a real sshd test host: the CLI submits
+with sbatch over SSH, reads squeue --json and the jobcomp record, follows every task's
+output file, and stops with scancel. The job program is the project's DDP example
+(torchrun, gloo on CPUs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+
+from slurm_cluster import SlurmCluster, unavailable_reason
+from sshd_cluster import SETUP_LINE, SshdCluster
+from sshd_cluster import unavailable_reason as sshd_unavailable
+
+CLI = [sys.executable, "-m", "console"]
+TIMEOUT_S = 180.0
+
+
+class Env:
+    def __init__(self, slurm: SlurmCluster, sshd: SshdCluster, data: Path) -> None:
+        self.slurm = slurm
+        self.sshd = sshd
+        self.data = data
+        self.inventory = sshd.write_inventory(
+            setup=f"{SETUP_LINE} && {slurm.setup_line}", interface="lo"
+        )
+        with self.inventory.open("a") as f:
+            f.write(f"slurm:\n  login: {sshd.hosts[0].name}\n  partition: test\n")
+
+    def run(self, *args: str, timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, *args], env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, DISTCONSOLE_DATA_DIR=str(self.data))
+
+    def launch(self, *options: str, program: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+        return self.run(
+            "launch", str(self.inventory), "--scheduler", "slurm", "--kind", "ddp",
+            "--master-port", str(free_port()), *options, "--", *program,
+        )  # fmt: skip
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        done = self.run("jobs", str(self.inventory), "--json")
+        assert done.returncode == 0, done.stderr
+        return next(j for j in json.loads(done.stdout) if j["id"] == job_id)
+
+    def wait_for(self, job_id: str, pattern: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if re.search(pattern, job.get("slurm", "")):
+                return job
+            assert time.monotonic() < deadline, f"{job_id} never matched {pattern!r}: {job}"
+            time.sleep(0.5)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def slurm_id(job: dict[str, Any]) -> str:
+    found = re.match(r"slurm (\d+) ", job["slurm"])
+    assert found, job
+    return found.group(1)
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """One Slurm cluster and one sshd login host for every test of this module."""
+    reason = unavailable_reason() or sshd_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("slurm")
+    cluster = SlurmCluster()
+    try:
+        sshd = SshdCluster(root / "sshd", 1)
+        try:
+            yield Env(cluster, sshd, root / "data")
+        finally:
+            sshd.close()
+    finally:
+        cluster.close()
+
+
+def test_ddp_on_two_nodes_completes(slurm: Env) -> None:
+    done = slurm.launch("--nodes", "2", "--gpus-per-host", "1", program=("example:ddp",))
+    assert done.returncode == 0, done.stderr
+    job_id = re.search(r"job (\S+) submitted", done.stderr)
+    assert job_id, done.stderr
+    job = slurm.job(job_id.group(1))
+    assert job["state"] == "succeeded"
+    assert re.match(r"slurm \d+ COMPLETED on n\[1-2\]", job["slurm"]), job
+    # each node's torchrun wrote its own task file, followed on the login host
+    assert re.search(r"\[launcher@node\d\] rank 0 params_checksum=", done.stdout), done.stdout
+    assert re.search(r"\[launcher@node\d\] rank 1 params_checksum=", done.stdout), done.stdout
+
+
+def test_failed_task_is_named(slurm: Env) -> None:
+    done = slurm.launch(
+        "--nodes", "2", program=("example:ddp", "--crash-rank", "1", "--crash-at-step", "2")
+    )
+    assert done.returncode == 1, done.stderr
+    # rank 1 crashes; srun names the first task to end badly (either node's torchrun,
+    # whichever saw it first) and fail-fast ends the other
+    assert re.search(r"n[12] task [01] failed: exit status 1", done.stderr), done.stderr
+    job_id = re.search(r"job (\S+) submitted", done.stderr)
+    assert job_id
+    job = slurm.job(job_id.group(1))
+    assert job["state"] == "failed"
+    assert "FAILED" in job["slurm"] and re.search(r"task [01]", job["failure"] or ""), job
+
+
+def test_pending_reason_follow_and_stop(slurm: Env) -> None:
+    long = ("example:ddp", "--steps", "100000", "--sleep", "0.2")
+    first = slurm.launch("--nodes", "2", "--detach", program=long)
+    assert first.returncode == 0, first.stderr
+    running_id = first.stdout.strip()
+    running = slurm.wait_for(running_id, r"RUNNING")
+    # Every node's one GPU is taken: the second job waits, and says why.
+    second = slurm.launch("--nodes", "2", "--detach", program=long)
+    assert second.returncode == 0, second.stderr
+    waiting_id = second.stdout.strip()
+    waiting = slurm.wait_for(waiting_id, r"PENDING \((Resources|Priority)\)")
+    listing = slurm.run("jobs", str(slurm.inventory))
+    assert f"{waiting_id}: slurm {slurm_id(waiting)} PENDING (" in listing.stdout
+
+    follower = subprocess.Popen(
+        [*CLI, "logs", str(slurm.inventory), running_id, "--follow"],
+        env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert follower.stdout is not None
+        seen = [follower.stdout.readline() for _ in range(3)]
+        assert any("step" in line for line in seen), seen
+        stopped = slurm.run("stop", str(slurm.inventory), running_id)
+        assert stopped.returncode == 0, stopped.stderr
+        assert "CANCELLED" in stopped.stdout
+        # logs --follow ends by itself once the job has ended
+        follower.wait(timeout=60)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert slurm.job(running_id)["state"] == "stopped"
+    assert slurm.slurm.job_processes(slurm_id(running)) == []
+    stopped = slurm.run("stop", str(slurm.inventory), waiting_id)
+    assert stopped.returncode == 0, stopped.stderr
+    assert slurm.job(waiting_id)["state"] == "stopped"
+    assert slurm.slurm.job_processes(slurm_id(waiting)) == []
