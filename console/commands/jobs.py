@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import options
+from console.commands import launch_slurm, options
 from console.inventory import Inventory
 from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobRecord
@@ -44,12 +44,20 @@ def run(args: argparse.Namespace) -> int:
     unreachable, notes = asyncio.run(discover_and_reconcile(inventory, history))
     for note in notes:
         print(f"distconsole jobs: {note}", file=sys.stderr)
+    slurm, slurm_problems = asyncio.run(
+        launch_slurm.refresh(inventory, history, history.records(inventory=inventory.path))
+    )
+    unreachable += slurm_problems
     records = history.records(inventory=inventory.path)
     if args.json:
-        json.dump([r.summary() for r in records], sys.stdout, indent=2)
+        json.dump(
+            [{**r.summary(), **launch_slurm.json_fields(slurm, r.id)} for r in records],
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(records))
+        sys.stdout.write(render(records) + launch_slurm.detail_lines(slurm))
     for message in unreachable:
         print(f"distconsole jobs: {message}", file=sys.stderr)
     return 1 if unreachable else 0
@@ -75,6 +83,10 @@ async def reconcile(
 ) -> list[str]:
     """Re-attach to every unfinished job once; returns why some could not be checked."""
     pending = [r for r in history.unfinished(inventory.path) if r.id not in (skip or ())]
+    if not pending:
+        return []
+    slurm_jobs = launch_slurm.slurm_ids(history)  # asked of Slurm, not of the hosts
+    pending = [r for r in pending if r.id not in slurm_jobs]
     if not pending:
         return []
     known = {h.name for h in inventory.hosts}

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import options
+from console.commands import launch_slurm, options
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.inventory import Inventory
 from console.jobs import remote_ops
@@ -57,6 +57,7 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
         "--skip-preflight", action="store_true", help="start even if pre-flight checks fail"
     )
     options.add_grace(parser, DEFAULT_GRACE_S)
+    launch_slurm.add_scheduler_options(parser)
 
 
 def say(message: str) -> None:
@@ -66,6 +67,9 @@ def say(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     inventory = inventory_module.load(args.inventory)
+    if launch_slurm.scheduler_of(args) == "slurm":
+        with naming_options():
+            return asyncio.run(launch_slurm.launch(args, spec, inventory))
     with naming_options():
         hosts = select_hosts(spec, inventory)
     with naming_options():

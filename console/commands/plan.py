@@ -8,12 +8,14 @@ Exit status 2 for bad input (naming the option), 0 otherwise.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import shlex
 from typing import Any
 
 from console import inventory as inventory_module
+from console.commands import launch_slurm
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
@@ -34,6 +36,7 @@ def register(sub: Any) -> None:
 
 def _add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    launch_slurm.add_scheduler_options(parser)
 
 
 def launch_to_dict(launch: RankLaunch) -> dict[str, Any]:
@@ -132,6 +135,14 @@ def format_plan(plan: JobPlan, tree: SyncTree | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     inv = inventory_module.load(args.inventory)
+    if launch_slurm.scheduler_of(args) == "slurm":
+        with naming_options():
+            prepared = asyncio.run(launch_slurm.prepare_only(args, spec, inv))
+        if args.json:
+            print(json.dumps({**plan_to_dict(prepared.plan), "script": prepared.script}, indent=2))
+        else:
+            print(launch_slurm.format_prepared(prepared, inv.slurm.login if inv.slurm else ""))
+        return 0
     with naming_options():
         job_plan = make_plan(spec, inv)
         tree = scan_for_spec(spec)
