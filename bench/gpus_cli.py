@@ -109,7 +109,11 @@ def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -
     pdsh_cmd.append(nvsmi_commands(standin))
     p_wall, p_cpu, p_out = timed(pdsh_cmd, env)
     answered = {line.split(":", 1)[0] for line in p_out.splitlines() if ":" in line}
+    # The console's own start (imports, every sub-command's parser), no host contacted.
+    start_wall, start_cpu, _ = timed([PYTHON, "-m", "console", "--version"])
     return {
+        "start_wall": start_wall,
+        "start_cpu": start_cpu,
         "gpus_wall": wall,
         "gpus_cpu": cpu,
         "gpus_sampled": sampled,
@@ -119,12 +123,47 @@ def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -
     }
 
 
+def demo_runs(count: int, repeat: int) -> list[tuple[float, float, int]]:
+    """``gpus --json`` on ``count`` demo hosts (8 simulated GPUs each) served by a separate
+    ``distconsole demo --serve`` process: (wall s, console CPU s, hosts with GPUs)."""
+    from common import GPUS_PER_HOST, demo_cluster
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    runs = []
+    with (
+        demo_cluster(count, "bench/gpus_cli.py") as (_proc, served),
+        tempfile.TemporaryDirectory(prefix="bench-gpus-demo-") as tmp,
+    ):
+        data = yaml.load(served.read_text())
+        data["defaults"]["gpus"] = GPUS_PER_HOST
+        inventory = Path(tmp) / "hosts.yaml"
+        with inventory.open("w") as handle:
+            yaml.dump(data, handle)
+        for _ in range(repeat):
+            wall, cpu, out = timed([PYTHON, "-m", "console", "gpus", "--json", str(inventory)])
+            runs.append((wall, cpu, sum(1 for v in json.loads(out) if v["gpus"])))
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=host_counts("1,64", 240), default=[1, 64])
     parser.add_argument("--repeat", type=positive_int, default=3, help="runs per N (median)")
     parser.add_argument("--fanout", type=positive_int, default=64, help="pdsh -f")
+    parser.add_argument(
+        "--demo",
+        type=host_counts("256", 256),
+        default=[],
+        help="also time gpus --json alone on these numbers of demo hosts (8 simulated GPUs "
+        "each, served by a separate process; no pdsh there)",
+    )
+    parser.add_argument("--no-sshd", action="store_true", help="only the --demo runs")
     args = parser.parse_args(argv)
+    demo = {n: demo_runs(n, args.repeat) for n in args.demo}
+    if args.no_sshd:
+        _print_demo(demo, args)
+        return 0
     if os.geteuid() != 0:
         raise SystemExit("bench/gpus_cli.py starts real sshd hosts: run it as root")
     if shutil.which("pdsh") is None:
@@ -155,7 +194,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             cluster.close()
     _print(results, args)
+    _print_demo(demo, args)
     return 0
+
+
+def _print_demo(demo: dict[int, list[tuple[float, float, int]]], args: argparse.Namespace) -> None:
+    if not demo:
+        return
+    print("\ngpus --json on demo hosts (embedded SSH servers + simulated GPUs, separate process)")
+    print_header(f"{'hosts':>5}  {'wall':>7}  {'console CPU':>11}  {'with GPUs':>9}")
+    for n, runs in demo.items():
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        print(f"{n:>5}  {wall:>5.2f} s  {cpu:>9.2f} s  {min(r[2] for r in runs):>9}")
+    print("target: 256 hosts <= 2 s")
+    print(f"command: python bench/gpus_cli.py --no-sshd --demo {','.join(map(str, demo))} "
+          f"--repeat {args.repeat}")  # fmt: skip
 
 
 def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -> None:
@@ -177,6 +231,11 @@ def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -
             f"{n:>5}  {gw:>14.2f} s  {gc:>9.2f} s  {pw:>7.2f} s  {pc:>6.2f} s  "
             f"{wall_ratio:>9}x  {cpu_ratio:>8}x  {answered:>13}"
         )
+    starts = [r for runs in results.values() for r in runs]
+    print(
+        f"of which the console's own start (python -m console --version, no host): "
+        f"{med(starts, 'start_wall'):.2f} s wall, {med(starts, 'start_cpu'):.2f} s CPU"
+    )
     print(
         "wall ratio: pdsh / gpus (> 1: gpus is faster); CPU ratio: pdsh's console-side CPU "
         "(pdsh + its ssh clients) / gpus's; answered: hosts with GPUs in gpus' JSON / hosts "
