@@ -23,6 +23,8 @@ RUNS = {
     "monitor": (["--hosts", "2", "--duration", "2"], "first frame"),
     "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
     "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
+    "sampler_start": (["--repeat", "1", "--duration", "1"], "1st sample"),
+    "gpus_cli": (["--hosts", "1", "--repeat", "1", "--demo", "2"], "wall ratio"),
     "sync": (["--size-mb", "2", "--small-files", "20", "--large-files", "1"], "ratio"),
     "logs": (
         [
@@ -44,7 +46,7 @@ RUNS = {
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_benchmark_runs_and_prints_its_table(name: str) -> None:
-    if name in ("logs", "sync") and os.geteuid() != 0:
+    if name in ("logs", "sync", "gpus_cli") and os.geteuid() != 0:
         pytest.skip(f"bench/{name}.py starts its own sshd hosts, which needs root")
     args, heading = RUNS[name]
     proc = subprocess.run(
