@@ -33,6 +33,7 @@ class LaunchDraft:
     fields: Mapping[str, str]  # text field name -> what was typed
     fail_fast: bool = True
     preflight: bool = True
+    stop_on_hang: bool = False
 
 
 @dataclass(eq=False)

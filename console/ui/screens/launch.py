@@ -38,6 +38,11 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("master_port", "Master port", "default: a free port on the master host"),
     ("name", "Name", "default: kind-program"),
     ("workdir", "Working directory", "default: each host's work_dir"),
+    (
+        "hang_timeout",
+        "Hang timeout (seconds)",
+        "default 300: no new log line for so long = hung; 0/off",
+    ),
     ("sync", "Sync directory", "local dir put on every host first; program and workdir inside it"),
 )
 INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port")
@@ -59,6 +64,7 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
     errors: dict[str, str] = {}
     fields: dict[str, Any] = {"kind": values["kind"], "hosts": tuple(values["hosts"])}
     fields["fail_fast"] = bool(values.get("fail_fast", True))
+    fields["stop_on_hang"] = bool(values.get("stop_on_hang", False))
     for name, _, _ in TEXT_FIELDS:
         raw = str(values.get(name, "")).strip()
         if not raw:
@@ -158,6 +164,11 @@ class LaunchScreen(Screen[str | None]):
                     "Fail fast: one failing rank stops the job", fail_fast, id="fail_fast"
                 )
                 yield Checkbox(
+                    "Stop the job when it hangs (after capturing every rank's stacks)",
+                    self.draft.stop_on_hang if self.draft else False,
+                    id="stop_on_hang",
+                )
+                yield Checkbox(
                     "Run the pre-flight checks before starting", preflight, id="preflight"
                 )
             with VerticalScroll(id="launch-preview-box") as box:
@@ -189,6 +200,7 @@ class LaunchScreen(Screen[str | None]):
             hosts=tuple(values["hosts"]),
             fields={name: values[name] for name, _, _ in TEXT_FIELDS},
             fail_fast=values["fail_fast"],
+            stop_on_hang=values["stop_on_hang"],
             preflight=self.query_one("#preflight", Checkbox).value,
         )
         self.services.launch_draft = self.draft
@@ -198,6 +210,7 @@ class LaunchScreen(Screen[str | None]):
             "kind": str(self.query_one("#kind", Select).value),
             "hosts": list(self.query_one("#hosts", SelectionList).selected),
             "fail_fast": self.query_one("#fail_fast", Checkbox).value,
+            "stop_on_hang": self.query_one("#stop_on_hang", Checkbox).value,
         }
         for name, _, _ in TEXT_FIELDS:
             values[name] = self.query_one(f"#{name}", Input).value
