@@ -56,6 +56,11 @@ def palette_commands(app: DistConsoleApp) -> Iterator[SystemCommand]:
         partial(app.run_on, "gpus", app.cluster_screen.action_toggle_attention),
     )
     yield SystemCommand(
+        "Dense/detailed GPU view",
+        "GPU screen: a cell per GPU, many hosts a line (v) / a panel per host",
+        partial(app.run_on, "gpus", app.cluster_screen.toggle_dense),
+    )
+    yield SystemCommand(
         "Screenshot",
         f"Save an SVG of the screen in {app.services.screenshot_dir}",
         # After the palette has gone, or the picture is of the palette.

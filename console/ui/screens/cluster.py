@@ -310,6 +310,10 @@ class ClusterScreen(Screen[None]):
         self._apply_visibility()
         self._show_summary()
 
+    def toggle_dense(self) -> None:
+        """For callers that cannot await (the palette): the same as pressing v."""
+        self.call_next(self.action_toggle_dense)
+
     async def action_toggle_dense(self) -> None:
         self.dense = not self.dense
         if not self.dense and not self._panels:
