@@ -149,7 +149,10 @@ async def watch(runner: JobRunner, job: Job) -> int:
 
     async def note_lost() -> None:
         async for event in job.events():
-            if event.state is JobState.LOST:
+            if event.host_lost:
+                # The supervisors stop the rest and record the verdict: wait for it.
+                say(f"{event.message}; the other hosts' supervisors stop the job")
+            elif event.state is JobState.LOST:
                 say(event.message or "a host of the job went away")
                 lost.set()
 
