@@ -85,10 +85,36 @@ def _value(kind: str, value: Any) -> int | float | str | None:
     return int(value) if kind == "int" else float(value)
 
 
+def _as_str(value: Any) -> str | None:
+    return str(value) if value is not None and value != "" else None
+
+
+# JSON gives exactly int, float, bool, str, None, list or dict: an exact type test keeps
+# bools (a subclass of int) out, as _value does.
+def _as_int(value: Any) -> int | None:
+    kind = type(value)
+    return value if kind is int else int(value) if kind is float else None
+
+
+def _as_float(value: Any) -> float | None:
+    kind = type(value)
+    return value if kind is float else float(value) if kind is int else None
+
+
+_CONVERT = {"str": _as_str, "int": _as_int, "float": _as_float}
+
+
+@cache
+def _converters(table: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, Any], ...]:
+    return tuple((field[0], _CONVERT[field[1]]) for field in table)
+
+
 def _fields(table: tuple[tuple[str, ...], ...], raw: Any) -> dict[str, Any]:
-    """A record's values by the schema's names and types (None: not reported)."""
-    raw = raw if isinstance(raw, Mapping) else {}
-    return {field[0]: _value(field[1], raw.get(field[0])) for field in table}
+    """A record's values by the schema's names and types (None: not reported). Decoded
+    for every GPU of every host every interval: the converters are looked up once."""
+    values: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    get = values.get
+    return {name: convert(get(name)) for name, convert in _converters(table)}
 
 
 def _owned(process: GpuProcess, owner: Any) -> GpuProcess:
