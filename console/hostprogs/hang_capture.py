@@ -47,8 +47,10 @@ HANG_START_SUFFIXES = (".pgid", ".sh")  # written when the process starts
 HANG_FLIGHT_RECORDER_PREFIX = "nccl_trace_rank_"  # TORCH_FR_DUMP_TEMP_FILE's basename
 HANG_LAST_LINES = 20
 HANG_TAIL_BYTES = 65536
-HANG_STACK_WAIT_S = 5.0
-HANG_TOOL_TIMEOUT_S = 10.0
+# The whole capture fits in this budget: the supervisor captures in its own loop, and
+# its peers take a host silent for 4 s (jobs/supervision.SILENCE_S) as lost. py-spy and
+# nvidia-smi run while the stack signal is answered, all against one deadline.
+HANG_BUDGET_S = 2.5
 HANG_MAX_THREADS = 64  # per process, in the capture's thread list
 
 HANG_STATES = {
@@ -265,12 +267,12 @@ def _hang_size(path: str) -> int:
         return -1
 
 
-def hang_faulthandler_stacks(job_dir: str, name: str, states: list) -> None:
-    """Ask every hooked process for its stacks at once (the signal), then wait, all
-    sharing one deadline, for each file to grow and settle. Fills ``faulthandler`` and
-    ``faulthandler_problem`` of each state."""
+def hang_faulthandler_stacks(job_dir: str, named: list, deadline: float) -> None:
+    """Ask every hooked process (``named``: [(name, states)]) for its stacks at once
+    (the signal), then wait until ``deadline`` for each file to grow and settle. Fills
+    ``faulthandler`` and ``faulthandler_problem`` of each state."""
     asked = {}
-    for state in states:
+    for name, state in ((n, st) for n, states in named for st in states):
         pid = state["pid"]
         path = hang_stacks_path(job_dir, name, pid)
         hooked = os.path.exists(path)
@@ -295,10 +297,9 @@ def hang_faulthandler_stacks(job_dir: str, name: str, states: list) -> None:
                 state["faulthandler_problem"] = None
             except OSError as exc:
                 state["faulthandler_problem"] = f"could not signal it: {exc}"
-    deadline = time.time() + HANG_STACK_WAIT_S
     last_sizes: dict[int, int] = {}
     while asked and time.time() < deadline:
-        time.sleep(0.1)
+        time.sleep(0.05)
         for pid, (state, path, before) in list(asked.items()):
             size = _hang_size(path)
             # faulthandler writes every thread in one go from the signal handler: the
@@ -313,7 +314,7 @@ def hang_faulthandler_stacks(job_dir: str, name: str, states: list) -> None:
             state["faulthandler"] = text
         else:
             state["faulthandler_problem"] = (
-                f"no answer within {HANG_STACK_WAIT_S:.0f} s "
+                f"no answer within {HANG_BUDGET_S:.1f} s "
                 f"(a handler of its own for {HANG_SIGNAL.name}?)"
             )
 
@@ -327,10 +328,10 @@ def _hang_read_from(path: str, offset: int) -> str:
         return ""
 
 
-def hang_pyspy_stacks(states: list) -> None:
-    """``py-spy dump`` of every live Python process, all at once, where py-spy is on PATH.
-    A stopped process is read without attaching (``--nonblocking``): py-spy reads its
-    memory, which needs nothing from the process."""
+def hang_pyspy_start(states: list) -> list:
+    """Start ``py-spy dump`` of every live Python process at once, where py-spy is on
+    PATH. A stopped process is read without attaching (``--nonblocking``): py-spy reads
+    its memory, which needs nothing from the process."""
     tool = shutil.which("py-spy")
     running = []
     for state in states:
@@ -354,17 +355,29 @@ def hang_pyspy_stacks(states: list) -> None:
             state["py_spy_problem"] = f"py-spy did not start: {exc}"
             continue
         running.append((state, child))
-    deadline = time.time() + HANG_TOOL_TIMEOUT_S
+    return running
+
+
+def _hang_finish(child: Any, deadline: float) -> bytes | None:
+    """The child's output, or None when it did not end by ``deadline`` (it is killed)."""
+    try:
+        out, _err = child.communicate(timeout=max(0.05, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return None
+    return out if child.returncode == 0 else b"\0" + out
+
+
+def hang_pyspy_collect(running: list, deadline: float) -> None:
     for state, child in running:
-        try:
-            out, _err = child.communicate(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
-            state["py_spy_problem"] = f"py-spy gave no answer within {HANG_TOOL_TIMEOUT_S:.0f} s"
+        out = _hang_finish(child, deadline)
+        if out is None:
+            state["py_spy_problem"] = f"py-spy gave no answer within {HANG_BUDGET_S:.1f} s"
             continue
-        text = out.decode(errors="replace")
-        if child.returncode == 0:
+        failed = out.startswith(b"\0")
+        text = out.lstrip(b"\0").decode(errors="replace")
+        if not failed:
             state["py_spy"] = text
             state["py_spy_problem"] = None
         else:
@@ -411,21 +424,21 @@ def hang_last_step(lines: list) -> dict[str, Any] | None:
     return None
 
 
-def _hang_csv(argv: list) -> list[list[str]] | None:
+def _hang_start(argv: list) -> Any:
     try:
-        done = subprocess.run(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            timeout=HANG_TOOL_TIMEOUT_S,
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except OSError:
         return None
-    if done.returncode != 0:
+
+
+def _hang_csv(child: Any, deadline: float) -> list[list[str]] | None:
+    out = None if child is None else _hang_finish(child, deadline)
+    if out is None or out.startswith(b"\0"):
         return None
     rows = []
-    for line in done.stdout.decode(errors="replace").splitlines():
+    for line in out.decode(errors="replace").splitlines():
         if line.strip():
             rows.append([cell.strip() for cell in line.split(",")])
     return rows
@@ -438,17 +451,27 @@ def _hang_number(text: str) -> float | None:
         return None  # "[N/A]", "[Not Supported]"
 
 
-def hang_gpus(job_pids: set) -> list[dict[str, Any]] | None:
-    """This host's GPUs from nvidia-smi, each marked ``job`` when a process of the job
-    runs on it (with those pids); None without nvidia-smi."""
+def hang_gpus_start() -> tuple | None:
+    """Start the two nvidia-smi queries (GPUs, compute processes); None without it."""
     tool = shutil.which("nvidia-smi")
     if tool is None:
         return None
     fields = "index,uuid,utilization.gpu,memory.used,memory.total"
-    rows = _hang_csv([tool, "--query-gpu=" + fields, "--format=csv,noheader,nounits"])
+    return (
+        _hang_start([tool, "--query-gpu=" + fields, "--format=csv,noheader,nounits"]),
+        _hang_start([tool, "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"]),
+    )
+
+
+def hang_gpus(started: tuple | None, job_pids: set, deadline: float) -> list[dict[str, Any]] | None:
+    """This host's GPUs from nvidia-smi, each marked ``job`` when a process of the job
+    runs on it (with those pids); None without nvidia-smi (or no answer in time)."""
+    if started is None:
+        return None
+    rows = _hang_csv(started[0], deadline)
+    apps = _hang_csv(started[1], deadline)
     if rows is None:
         return None
-    apps = _hang_csv([tool, "--query-compute-apps=pid,gpu_uuid", "--format=csv,noheader,nounits"])
     on_gpu: dict[str, list[int]] = {}
     for app in apps or []:
         if len(app) >= 2 and app[0].isdigit() and int(app[0]) in job_pids:
@@ -483,7 +506,7 @@ def hang_gpu_sample(job_dir: str) -> None:
     job_dir = os.path.expanduser(job_dir)
     job_id = _hang_job_id(job_dir)
     pids = {p["pid"] for p in hang_job_processes(job_id) if p["job"]}
-    gpus = hang_gpus(pids)
+    gpus = hang_gpus(hang_gpus_start(), pids, time.time() + HANG_BUDGET_S)
     if gpus is None:
         return
     line = json.dumps({"t": time.time(), "gpus": gpus}, separators=(",", ":"))
@@ -544,13 +567,16 @@ def hang_capture(job_dir: str, procs: list) -> dict[str, Any]:
         members[proc["name"]] = [
             hang_process_state(m) for m in hang_members(table, proc["name"], proc.get("pgid"))
         ]
-    # Signals first, for every process of every name: they all dump at the same moment.
-    for proc in procs:
-        hang_faulthandler_stacks(job_dir, proc["name"], members[proc["name"]])
-    hang_pyspy_stacks([s for name in members for s in members[name]])
-    job_pids = {s["pid"] for name in members for s in members[name]}
-    job_pids |= {p["pid"] for p in table if p["job"]}
-    gpus = hang_gpus(job_pids)
+    deadline = at + HANG_BUDGET_S
+    every = [s for name in members for s in members[name]]
+    # The tools start first and run while every hooked process answers the stack signal
+    # (sent to all at once, so their stacks are of one moment); one deadline for all.
+    spies = hang_pyspy_start(every)
+    gpu_queries = hang_gpus_start()
+    hang_faulthandler_stacks(job_dir, [(p["name"], members[p["name"]]) for p in procs], deadline)
+    hang_pyspy_collect(spies, deadline)
+    job_pids = {s["pid"] for s in every} | {p["pid"] for p in table if p["job"]}
+    gpus = hang_gpus(gpu_queries, job_pids, deadline)
     job_gpus = None if gpus is None else [g for g in gpus if g["job"]] or gpus
     recorder = hang_flight_recorder(job_dir)
     result: dict[str, Any] = {
