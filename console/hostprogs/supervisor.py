@@ -298,6 +298,10 @@ class Supervisor:
             handle.write(json.dumps(line) + "\n")
 
     def state(self) -> str:
+        """The verdict only once this host's part has ended (readers take a final state
+        for "over"); until then running, or hung."""
+        if self.ended_at is None:
+            return "hung" if self.policy.hung else "running"
         if self.remote_verdict is not None:
             return str(self.remote_verdict["state"])
         return self.policy.state
@@ -586,7 +590,10 @@ class Supervisor:
                 since = self.silent_since.setdefault(
                     host, now if host in self.seen_hosts else self.started_at
                 )
-                limit = self.silence_s if host in self.seen_hosts else self.connect_s
+                # A host that never connected gets the start's time, unless the job is
+                # already decided (then nobody waits long for its word).
+                seen = host in self.seen_hosts or self.policy.verdict is not None
+                limit = self.silence_s if seen else self.connect_s
                 if now - since > limit:
                     why = "connection lost" if host in self.seen_hosts else "never connected"
                     self.silent(host, f"{why} (its supervisor was silent for {now - since:.0f} s)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from console.errors import JobError
@@ -93,6 +93,8 @@ class SupervisorRecord:
     heartbeat: float | None
     first_failure: SupervisedFailure | None
     hang: Mapping[str, Any] | None
+    # name (the leader's own) or "host/name" -> {"host", "rank", "exit_code", "signal", "ended_at"}
+    processes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def final(self) -> bool:
@@ -114,6 +116,9 @@ class SupervisorRecord:
             if isinstance(failure, dict)
             else None,
             hang=hang if isinstance(hang, dict) else None,
+            processes={
+                str(k): v for k, v in (raw.get("processes") or {}).items() if isinstance(v, dict)
+            },
         )
 
 

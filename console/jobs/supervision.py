@@ -23,6 +23,7 @@ from console.jobs.models import JobPlan, JobState
 
 HEARTBEAT_S = 1.0
 SILENCE_S = 4.0  # a host whose supervisor is silent this long is lost
+CONNECT_S = 30.0  # a follower's supervisor not connected this long after the start is lost
 POLL_S = 0.25
 POLICY_SETTLE_S = 5.0  # after a silent host and the grace: the verdict written and read
 
@@ -75,6 +76,7 @@ def supervisor_spec(
         "grace": grace_s,
         "heartbeat_s": HEARTBEAT_S,
         "silence_s": SILENCE_S,
+        "connect_s": CONNECT_S,
         "poll_s": POLL_S,
         "hang_timeout": plan.hang_timeout,
         "stop_on_hang": plan.stop_on_hang,

@@ -154,6 +154,15 @@ class JobWatch(JobControl):
                 job.failure = JobFailure(lost, "", (), None, f"connection lost ({why})")
             if found.state is JobState.STOPPED and not job.stopping:
                 job.stopped_elsewhere = True
+            self._ended_as_recorded(job, job.supervisors.values())
+            failure = job.failure
+            if failure is not None and failure.process and not failure.first_error:
+                # The supervisor found no cause in the lines it read: search over ssh
+                # as for a job without supervisors (the same rule, more of the log).
+                info = job.processes.get((failure.host, failure.process))
+                if info is not None and failure.exit_status is not None:
+                    info.exit_status = failure.exit_status
+                    job.failure = await self._failure(job, info)
             self._finish(job, found.state)
             return
         if supervision.unsupervised(job.supervisors):
@@ -163,6 +172,20 @@ class JobWatch(JobControl):
             self._set_state(job, JobState.RUNNING)
         if record.state == "hung":
             job._publish(JobEvent(job.id, job.state, host, message="hung"))
+
+    @staticmethod
+    def _ended_as_recorded(job: Job, records: Iterable[SupervisorRecord]) -> None:
+        """Processes whose end the supervisors recorded before this watch saw it."""
+        for record in records:
+            for name, proc in record.processes.items():
+                host = str(proc.get("host") or record.host)
+                info = job.processes.get((host, name.rpartition("/")[2]))
+                if info is None or info.ended or proc.get("ended_at") is None:
+                    continue
+                info.ended, info.running = True, False
+                code = proc.get("exit_code")
+                info.exit_status = code if isinstance(code, int) else None
+                info.ended_at = float(proc["ended_at"])
 
     async def _on_report(self, job: Job, host: str, report: ProcessReport) -> None:
         info = job.processes.get((host, report.name))

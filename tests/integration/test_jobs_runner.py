@@ -147,7 +147,6 @@ async def test_crashing_rank_fails_job_and_leaves_nothing(sshd_cluster, tmp_path
         assert failure.ranks == (1,)
         assert failure.exit_status not in (None, 0)
         assert any("exit" in line.lower() or "error" in line.lower() for line in failure.tail)
-        assert job.stop_report is not None and job.stop_report.clean
     assert_nothing_left(cluster)
 
 
@@ -234,10 +233,9 @@ async def test_ps_job_stops_ps_tasks_when_workers_finish(sshd_cluster, tmp_path)
         workers = [p for p in job.processes.values() if p.launch.role == "worker"]
         ps = [p for p in job.processes.values() if p.launch.role == "ps"]
         assert len(workers) == 2 and all(p.exit_status == 0 for p in workers)
-        # the ps task never exits by itself: the runner stopped it (the example exits 0
-        # on SIGTERM) once both workers had succeeded
+        # the ps task never exits by itself: the supervisor stopped it (the example
+        # exits 0 on SIGTERM) once both workers had succeeded
         assert len(ps) == 1 and ps[0].ended
-        assert job.stop_report is not None and job.stop_report.clean
         node = cluster.host(ps[0].host)
         assert on_host(node, plan.job_dirs[node.name] + "/ps-0.exit").exists()
     assert_nothing_left(cluster)
@@ -250,7 +248,8 @@ async def test_host_lost_mid_job_is_a_state_and_the_rest_is_stopped(sshd_cluster
         job = await runner.launch(await runner.prepare(spec))
         cluster.stop("node1")
         state = await asyncio.wait_for(job.wait(), 60)
-        assert state is JobState.LOST
-        assert job.failure is not None and "node1" in job.failure.describe()
-        assert job.stop_report is not None and "node1" in job.stop_report.unreachable
+        # The supervisors noticed node1's silence, stopped node0's task, failed the job.
+        assert state is JobState.FAILED
+        assert job.failure is not None and "node1: connection lost" in job.failure.describe()
+        assert "node1" in job.lost_hosts
     assert_nothing_left(cluster, ["node0"])
