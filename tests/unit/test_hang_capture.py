@@ -188,8 +188,8 @@ def captured(job: Job) -> dict[str, Any]:
                 os.environ[key] = value
 
 
-def record(job: Job, name: str, folder: str = "first-capture") -> dict[str, Any]:
-    data = json.loads((job.dir / folder / f"{name}.json").read_text())
+def record(job_dir: Path, name: str, folder: str = "first-capture") -> dict[str, Any]:
+    data = json.loads((job_dir / folder / f"{name}.json").read_text())
     assert isinstance(data, dict)
     return data
 
@@ -210,16 +210,16 @@ def test_every_named_process_is_captured_and_written(job: Job, captured: dict[st
 
 
 def test_states_and_wchan(job: Job, captured: dict[str, Any]) -> None:
-    agent = record(job, "torchrun-0")
+    agent = record(job.dir, "torchrun-0")
     pids = [p["pid"] for p in agent["processes"]]
     assert pids == sorted([job.agent.pid, job.worker_pid])  # the worker found by its marker
     worker = by_pid(agent, job.worker_pid)
     assert worker["state_name"] == "sleeping"
     threads = worker["threads"]
     assert isinstance(threads, list) and len(threads) == 2
-    stopped = by_pid(record(job, "worker-1"), job.stopped.pid)
+    stopped = by_pid(record(job.dir, "worker-1"), job.stopped.pid)
     assert (stopped["state"], stopped["state_name"]) == ("T", "stopped")
-    zombie_rec = record(job, "worker-2")
+    zombie_rec = record(job.dir, "worker-2")
     names = {p["state_name"] for p in zombie_rec["processes"]}
     assert names == {"sleeping", "zombie"}
     if Path("/proc/self/wchan").exists() and hc._hang_wchan(f"/proc/{os.getppid()}/wchan"):
@@ -229,7 +229,7 @@ def test_states_and_wchan(job: Job, captured: dict[str, Any]) -> None:
 
 
 def test_stacks_by_the_faulthandler_signal(job: Job, captured: dict[str, Any]) -> None:
-    worker = by_pid(record(job, "torchrun-0"), job.worker_pid)
+    worker = by_pid(record(job.dir, "torchrun-0"), job.worker_pid)
     text = worker["faulthandler"]
     assert isinstance(text, str)
     assert "in all_reduce" in text  # the main thread, stuck in C inside recv
@@ -242,19 +242,19 @@ def test_stacks_by_the_faulthandler_signal(job: Job, captured: dict[str, Any]) -
 def test_stopped_process_says_why_it_has_no_faulthandler_stack(
     job: Job, captured: dict[str, Any]
 ) -> None:
-    stopped = by_pid(record(job, "worker-1"), job.stopped.pid)
+    stopped = by_pid(record(job.dir, "worker-1"), job.stopped.pid)
     assert stopped["faulthandler"] is None
     assert "stopped" in str(stopped["faulthandler_problem"])
     # py-spy reads a stopped process's memory without its help.
     assert "train_step" in str(stopped["py_spy"]), stopped["py_spy_problem"]
-    zombie = next(p for p in record(job, "worker-2")["processes"] if p["state"] == "Z")
+    zombie = next(p for p in record(job.dir, "worker-2")["processes"] if p["state"] == "Z")
     assert "zombie" in str(zombie["faulthandler_problem"])
 
 
 def test_stacks_by_py_spy(job: Job, captured: dict[str, Any]) -> None:
-    worker = by_pid(record(job, "torchrun-0"), job.worker_pid)
+    worker = by_pid(record(job.dir, "torchrun-0"), job.worker_pid)
     assert "all_reduce" in str(worker["py_spy"]), worker["py_spy_problem"]
-    agent = by_pid(record(job, "torchrun-0"), job.agent.pid)
+    agent = by_pid(record(job.dir, "torchrun-0"), job.agent.pid)
     assert "wait_for_workers" in str(agent["py_spy"]), agent["py_spy_problem"]
 
 
@@ -265,14 +265,14 @@ def test_without_py_spy_the_capture_says_so(
     assert shutil.which("py-spy") is None
     result = hc.hang_capture(str(job.dir), job.procs()[:1])
     assert result["captured"] == ["torchrun-0"]
-    worker = by_pid(record(job, "torchrun-0", "hang"), job.worker_pid)
+    worker = by_pid(record(job.dir, "torchrun-0", "hang"), job.worker_pid)
     assert worker["py_spy"] is None and worker["py_spy_problem"] == "py-spy is not on PATH"
     assert "in all_reduce" in str(worker["faulthandler"])  # the signal still answers
     assert result["gpus"] is None  # no nvidia-smi there either
 
 
 def test_last_lines_and_last_step(job: Job, captured: dict[str, Any]) -> None:
-    agent = record(job, "torchrun-0")
+    agent = record(job.dir, "torchrun-0")
     tails = agent["last_lines"]
     assert isinstance(tails, dict)
     out = tails["torchrun-0.out"]
@@ -284,7 +284,7 @@ def test_last_lines_and_last_step(job: Job, captured: dict[str, Any]) -> None:
         "total": None,
         "line": "[default0]:epoch 1 step 29 loss 0.29",
     }
-    assert record(job, "worker-1")["last_step"]["step"] == 7
+    assert record(job.dir, "worker-1")["last_step"]["step"] == 7
     assert captured["processes"]["worker-1"]["last_step"] == 7
 
 
@@ -294,7 +294,7 @@ def test_gpus_of_the_job_from_nvidia_smi(job: Job, captured: dict[str, Any]) -> 
     (gpu,) = gpus
     assert gpu["job"] is True and gpu["job_pids"] == [job.worker_pid]
     assert isinstance(gpu["util_pct"], float) and gpu["uuid"].startswith("GPU-")
-    assert record(job, "torchrun-0")["gpus"] == gpus
+    assert record(job.dir, "torchrun-0")["gpus"] == gpus
 
 
 def test_last_progress_is_the_newest_log_write(tmp_path: Path) -> None:
@@ -328,3 +328,36 @@ def test_gpu_sample_appends_a_line_only_with_a_gpu_tool(
     assert len(lines) == 2
     sample = json.loads(lines[0])
     assert len(sample["gpus"]) == 1 and not any(g["job"] for g in sample["gpus"])
+
+
+OWN_HANDLER = """
+import signal, sys, time
+signal.signal(signal.SIGUSR2, lambda *_: None)  # the program's own: faulthandler's is gone
+open(sys.argv[1], "w").close()
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_process_that_took_the_signal_over_is_reported_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_dir = tmp_path / JOB_ID
+    (job_dir / "python").mkdir(parents=True)
+    (job_dir / "python" / "sitecustomize.py").write_bytes(
+        bundled_file("hang_sitecustomize.py", "console.hostprogs")
+    )
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    ready = job_dir / "ready"
+    child = start(job_dir, "worker-0", OWN_HANDLER, str(ready))
+    try:
+        wait_until(ready.exists, "the process")
+        result = hc.hang_capture(str(job_dir), [{"name": "worker-0", "rank": 0, "pgid": child.pid}])
+        assert result["captured"] == ["worker-0"]
+        state = by_pid(record(job_dir, "worker-0", "hang"), child.pid)
+        assert state["faulthandler"] is None
+        assert "no answer within" in state["faulthandler_problem"]
+        assert child.poll() is None  # its own handler ran; nothing killed it
+    finally:
+        child.kill()
+        child.wait()
