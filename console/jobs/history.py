@@ -251,16 +251,22 @@ class JobHistory:
         view: dict[str, Any],
     ) -> None:
         """The state the job's hosts recorded (they are the truth: a running job is
-        running even if this history had guessed otherwise)."""
+        running even if this history had guessed otherwise). A failure this history
+        already holds for a failed job is kept: the console that watched it wrote the
+        same failure with its cause (``first error:``); a job that did not fail has none."""
         if state.finished and ended is None:
             ended = time.time()
+        keep = state is JobState.FAILED
         with self._db() as db:
             db.execute(
-                "UPDATE jobs SET state = ?, ended = ?, failure = COALESCE(?, failure),"
+                "UPDATE jobs SET state = ?, ended = ?,"
+                " failure = CASE WHEN ? THEN COALESCE(failure, ?) ELSE ? END,"
                 " host_view = ? WHERE id = ?",
                 (
                     state.value,
                     ended if state.finished else None,
+                    int(keep),
+                    failure,
                     failure,
                     json.dumps(view),
                     job_id,

@@ -55,7 +55,9 @@ async def test_more_sessions_than_maxsessions_wait_in_line(sshd_cluster: Factory
         # 14 long-lived programs and 6 commands at once: twice sshd's 10.
         starts = [asyncio.create_task(conn.start(GATE)) for _ in range(14)]
         runs = [asyncio.create_task(conn.run("echo ran", timeout=60)) for _ in range(6)]
-        await until(lambda: budget.in_use == SESSIONS_PER_CONNECTION and budget.waiting == 12)
+        # The first 8 (the starts, created first) have their channels; the rest wait.
+        await until(lambda: sum(t.done() for t in starts) == 8 and budget.waiting == 12)
+        assert budget.in_use == SESSIONS_PER_CONNECTION
         started = [t.result() for t in starts if t.done()]
         assert len(started) == SESSIONS_PER_CONNECTION
         # Each started program let go frees a session for the next in line.
