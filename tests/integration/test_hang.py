@@ -1,7 +1,8 @@
 """Hang detection end to end on real sshd hosts with their own users, no console running
 after ``launch --detach``: a DDP job (real torchrun, gloo) whose rank 1 is frozen with
 SIGSTOP is marked hung by the host supervisors, every rank is captured (the stopped
-rank's state, the live rank's stack inside its all_reduce) and ``report`` holds both."""
+rank's state, the live rank's stack inside its all_reduce), then, with --stop-on-hang,
+stopped (failed, nothing left), and ``report`` holds both captures."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.integration.test_jobs_cli import assert_nothing_left, dc
+from tests.integration.test_jobs_cli import assert_nothing_left, dc, live_processes
 from tests.integration.test_supervisor import job_dir, wait_for
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
@@ -80,7 +81,8 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
     inv = str(cluster.inventory_path)
     launched = dc(
         tmp_path, "launch", inv, "--kind", "ddp", "--gpus-per-host", "1",
-        "--hang-timeout", "20", "--skip-preflight", "--detach", "--", str(program),
+        "--hang-timeout", "20", "--stop-on-hang", "--grace", "2", "--skip-preflight", "--detach",
+        "--", str(program),
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr
     job_id = launched.stdout.strip()
@@ -96,7 +98,7 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
 
         def hung() -> bool:
             state = read_json(leader_dir / "supervisor.json") or {}
-            return state.get("state") == "hung" and bool(state.get("hang"))
+            return bool(state.get("hang"))  # state "hung", then "failed" (stop on hang)
 
         wait_for(hung, timeout=120, step=0.2)
         leader = read_json(leader_dir / "supervisor.json") or {}
@@ -118,6 +120,12 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
         assert live["last_step"]["step"] >= 3
         assert frozen["last_step"]["step"] >= 3
 
+        # --stop-on-hang: after the captures the supervisors stop the job everywhere (the
+        # frozen rank takes the grace, 2 s here: only SIGKILL reaches a stopped process).
+        wait_for(lambda: not live_processes(cluster), timeout=90, step=0.5)
+        wait_for(lambda: (read_json(leader_dir / "supervisor.json") or {}).get("ended_at"))
+        assert (read_json(leader_dir / "supervisor.json") or {})["state"] == "failed"
+
         out = tmp_path / "report"
         report = dc(tmp_path, "report", inv, job_id, "--out", str(out))
         assert report.returncode == 0, report.stderr
@@ -125,7 +133,9 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
         assert set(bundled) == {"torchrun-0.json", "torchrun-1.json"}
         assert "stopped" in bundled["torchrun-1.json"].read_text()
         assert "in all_reduce" in bundled["torchrun-0.json"].read_text()
-        assert "hung" in (out / "summary.txt").read_text().lower()
+        summary = (out / "summary.txt").read_text()
+        # The summary tells the hang and names the frozen rank as the stuck one.
+        assert "hang" in summary.lower() and "node1 torchrun-1 rank 1" in summary, summary
     finally:
         if stopped is not None:
             with contextlib.suppress(psutil.Error):
