@@ -19,6 +19,7 @@ from console.errors import JobError
 from console.hostprogs.ship import shell_word, with_setup
 from console.inventory import Host, Inventory
 from console.jobs.models import JobPlan, RankLaunch
+from console.jobs.remote_ops import HOME_EXPANDED_VARS
 
 RANK_VAR = "DISTCONSOLE_RANK"
 
@@ -30,16 +31,46 @@ class RankPlace:
     env: dict[str, str]
 
 
-def rank_place(plan: JobPlan, rank: int | None) -> RankPlace:
+ShellTarget = int | str  # a global rank, or a task of a job without ranks ("worker1")
+
+
+def shell_targets(plan: JobPlan) -> list[tuple[ShellTarget, str]]:
+    """Every rank of the job (else every task: ``ps0``, ``worker1``) with the host it
+    runs on, ranks in order: what the console's rank chooser offers."""
+    ranks: dict[int, str] = {}
+    tasks: dict[str, str] = {}
+    for launch in plan.launches:
+        for log in launch.log_paths:
+            if log.rank is not None:
+                ranks.setdefault(log.rank, log.host or launch.host)
+        for rank in launch.ranks:
+            ranks.setdefault(rank, launch.host)
+        if not launch.ranks and not any(log.rank is not None for log in launch.log_paths):
+            tasks.setdefault(task_key(launch), launch.host)
+    return [*sorted(ranks.items()), *tasks.items()]
+
+
+def task_key(launch: RankLaunch) -> str:
+    """A rankless process's name as the logs key its lines (``logs.models.rank_key``)."""
+    return f"{launch.role}{launch.index}"
+
+
+def rank_place(plan: JobPlan, rank: ShellTarget | None) -> RankPlace:
     """Where ``rank`` runs (None: the first process of the job), from the plan alone."""
     if rank is None:
         first = plan.launches[0]
         return RankPlace(first.host, first.cwd, dict(first.env))
     for launch in plan.launches:
+        if isinstance(rank, str):
+            if task_key(launch) == rank:
+                return RankPlace(launch.host, launch.cwd, dict(launch.env))
+            continue
         for log in launch.log_paths:
             if log.rank == rank:
                 return _place(launch, log.host or launch.host, rank)
-        if rank in launch.ranks and len(plan.launches) > 1:
+        # Ranks without a file of their own (torchrun's) run on their launcher's host;
+        # MPI/Horovod ranks all have one (above), on the host they run on.
+        if rank in launch.ranks:
             return _place(launch, launch.host, rank)
     raise JobError(f"job {plan.job_id} has no rank {rank} (world size {plan.world_size})")
 
@@ -51,12 +82,15 @@ def _place(launch: RankLaunch, host: str, rank: int) -> RankPlace:
 def remote_command(host: Host, place: RankPlace) -> str:
     """What the remote login shell runs: setup, cd, the rank's env, then a shell."""
     lines = [f"cd -- {shell_word(place.cwd)} || exit 1"]
-    lines += [f"export {key}={shlex.quote(value)}" for key, value in place.env.items()]
+    for key, value in place.env.items():
+        # As the job's wrapper exports them (remote_ops): its ~/ paths expanded.
+        word = shell_word(value) if key in HOME_EXPANDED_VARS else shlex.quote(value)
+        lines.append(f"export {key}={word}")
     lines.append('exec "${SHELL:-/bin/sh}" -i')
     return with_setup(host.setup, "\n".join(lines), bash=True)
 
 
-def rank_shell_argv(inventory: Inventory, plan: JobPlan, rank: int | None) -> list[str]:
+def rank_shell_argv(inventory: Inventory, plan: JobPlan, rank: ShellTarget | None) -> list[str]:
     """``ssh -t ... HOST COMMAND`` for the system ssh; see the module doc."""
     place = rank_place(plan, rank)
     host = inventory.get(place.host)

@@ -36,6 +36,11 @@ def palette_commands(app: DistConsoleApp) -> Iterator[SystemCommand]:
         partial(app.run_on, "jobs", app.jobs_screen.action_report),
     )
     yield SystemCommand(
+        "Shell on a rank of the selected job",
+        "Jobs screen: ssh to the host of a rank, in the job's directory with its env (!)",
+        partial(app.run_on, "jobs", app.jobs_screen.action_rank_shell),
+    )
+    yield SystemCommand(
         "Logs of the selected job",
         "Jobs screen: follow every rank's log of the job under the cursor",
         app.logs_of_selected_job,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from sshd_cluster import SshdCluster
@@ -14,6 +15,7 @@ from console.inventory import load
 from console.jobs.planner import plan
 from console.jobs.rank_shell import rank_shell_argv
 from console.jobs.spec import make_spec
+from console.ui.rank_shell_action import SSH_FAILED, with_error_log
 
 pytestmark = [pytest.mark.sshd]
 
@@ -49,3 +51,19 @@ def test_the_shell_opens_on_the_ranks_host_in_its_directory_with_its_env(
     assert refused.returncode == 255 and "Host key verification failed" in refused.stderr
     with pytest.raises(JobError, match="no rank 7"):
         rank_shell_argv(inventory, planned, 7)
+
+
+def test_ssh_failures_are_kept_for_the_console_to_show(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
+    # The console's runner adds -E: what ssh says when it fails is kept out of the
+    # terminal the console takes back, and shown in its notification.
+    cluster = sshd_cluster(n=2)
+    inventory = load(cluster.write_inventory(known_hosts=str(cluster.empty_known_hosts)))
+    planned = plan(make_spec(kind="mpi", program="a.out", gpus_per_host=1), inventory, job_id="s2")
+    log = tmp_path / "ssh.log"
+    argv = with_error_log(rank_shell_argv(inventory, planned, 1), str(log))
+    done = subprocess.run(["ssh", "-tt", *argv[1:]], input="exit\n", capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.returncode == SSH_FAILED
+    assert "Host key verification failed" in log.read_text()

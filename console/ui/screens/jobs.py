@@ -1,5 +1,6 @@
 """``j``: every job of this inventory with state, duration, hosts and ranks; ``s`` stops
-the selected job after a confirmation; Enter opens its logs.
+the selected job after a confirmation; Enter opens its logs; ``!`` a shell on one of its
+ranks' hosts.
 
 The rows come from the app's store; the app hands the screen the rows that changed
 (job events, history re-reads) and each is written in place by its key: a changed
@@ -25,6 +26,7 @@ from console.jobs.models import JobState
 from console.ui.formatting import plain
 from console.ui.jobs_service import JobRow
 from console.ui.messages import OpenLogs
+from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.services import Services
 from console.ui.theming import state_colour
 
@@ -83,6 +85,7 @@ class JobsScreen(Screen[None]):
     BINDINGS = [
         Binding("s", "stop", "Stop job"),
         Binding("r", "report", "Report"),
+        SHELL_BINDING,
         # Priority: otherwise the table's own Enter ("Select") is what the footer and
         # the help show, and nobody learns that Enter opens the logs.
         Binding("enter", "logs", "Logs", priority=True),
@@ -93,6 +96,7 @@ class JobsScreen(Screen[None]):
         self.services = services
         self._cells: dict[str, tuple[str | Text, ...]] = {}  # what each row shows
         self._select_next: str | None = None
+        self.shell_runner: ShellRunner = run_suspended  # the shell key's (tests see argv)
 
     @property
     def rows(self) -> Mapping[str, JobRow]:
@@ -257,6 +261,32 @@ class JobsScreen(Screen[None]):
             return
         head = "\n".join(summary.read_text().splitlines()[:6])
         self.notify(f"Report written to {out}/\n{head}", timeout=20)
+
+    def action_rank_shell(self) -> None:
+        job_id = self.selected_id
+        if job_id is None:
+            self.notify(
+                "No job selected: launch one (l), then ! opens a shell on a rank",
+                severity="warning",
+            )
+            return
+        self._rank_shell(job_id)
+
+    @work(group="rank-shell", exclusive=True)
+    async def _rank_shell(self, job_id: str) -> None:
+        jobs = self.services.jobs
+        if jobs is None:
+            self.notify(
+                "Not connected to the cluster yet: wait for the hosts (h), then !",
+                severity="error",
+            )
+            return
+        try:
+            plan = await jobs.plan_of(job_id)
+        except ConsoleError as exc:
+            self.notify(f"No shell: {exc}", severity="error", timeout=15)
+            return
+        RankShell(self, self.services, self.shell_runner).choose(plan)
 
     def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
         # Enter on the focused table selects its row (the table's own binding).

@@ -1,5 +1,6 @@
 """A job's logs: every rank live with a host/rank prefix, rank choice, search, filter with
-context, follow/pause, first error, wrap, save; a steps table per rank (hidden with ``s``).
+context, follow/pause, first error, wrap, save; a steps table per rank (hidden with ``s``);
+``!`` opens a shell on the host of a rank (``ui/rank_shell_action.py``).
 
 A worker follows the job's files on its hosts and puts batches in an inbox; the screen
 takes everything waiting at once. The store keeps the last N lines per rank; the view
@@ -29,6 +30,7 @@ from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
 from console.ui.inbox import Inbox
 from console.ui.log_render import plain_lines, prefix_width, render_lines
+from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.screens.choose_ranks import ChooseRanks
 from console.ui.services import Services
 from console.ui.widgets.log_view import LazyLogView
@@ -59,6 +61,7 @@ class LogsScreen(Screen[None]):
         Binding("r", "ranks", "Ranks"),
         Binding("m", "filter_mode", "Matching only"),
         Binding("ctrl+s", "save", "Save"),
+        SHELL_BINDING,
     ]
     # Side by side the steps table takes 62 columns: under 140 it goes below the log.
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
@@ -108,6 +111,7 @@ class LogsScreen(Screen[None]):
         self.saved_to: Path | None = None
         self._mode: str | None = None  # the app mode (screen stack) it was opened in
         self._left_mode = False
+        self.shell_runner: ShellRunner = run_suspended  # the shell key's (tests see argv)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -325,6 +329,11 @@ class LogsScreen(Screen[None]):
             self._summary()
 
         self.app.push_screen(ChooseRanks(self.store.ranks(), self.ranks), chosen)
+
+    def action_rank_shell(self) -> None:
+        # The rank the view is narrowed to (r) opens at once; otherwise the chooser asks.
+        one = self.ranks[0] if self.ranks is not None and len(self.ranks) == 1 else None
+        RankShell(self, self.services, self.shell_runner).choose(self.plan, one)
 
     def action_search(self) -> None:
         box = self.query_one("#log-search", Input)
