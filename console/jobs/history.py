@@ -95,6 +95,8 @@ def plan_from_json(text: str) -> JobPlan:
         warnings=tuple(data.get("warnings", ())),
         uploads=tuple(Upload(**u) for u in data.get("uploads", ())),
         fail_fast=bool(data.get("fail_fast", True)),
+        hang_timeout=data.get("hang_timeout"),  # absent: a job from before hang detection
+        stop_on_hang=bool(data.get("stop_on_hang", False)),
     )
 
 

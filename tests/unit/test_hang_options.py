@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from console.errors import JobSpecError
+from console.inventory import Host, Inventory
+from console.jobs.history import plan_from_json, plan_to_json
+from console.jobs.planner import plan as make_plan
 from console.jobs.spec import DEFAULT_HANG_TIMEOUT, make_spec
 
 HOSTS_YAML = """\
@@ -78,3 +81,12 @@ def test_plan_shows_the_hang_check(tmp_path: Path) -> None:
     assert data["launches"][0]["env"]["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
     off = plan(tmp_path, "--hang-timeout", "0")
     assert "hang check: off" in off.stdout and "DISTCONSOLE_HANG_HOOK" not in off.stdout
+
+
+def test_hang_settings_survive_the_history_and_job_json() -> None:
+    inventory = Inventory(path="h.yaml", hosts=(Host(name="n0", address="10.0.0.1", gpus=2),))
+    spec = make_spec(kind="ddp", program="t.py", hang_timeout="20", stop_on_hang=True)
+    planned = make_plan(spec, inventory, job_id="ddp-t-20260101-000000-abcdef")
+    again = plan_from_json(plan_to_json(planned))
+    assert again == planned and (again.hang_timeout, again.stop_on_hang) == (20.0, True)
+    assert again.uploads[-1].package == "console.hostprogs"
