@@ -50,7 +50,7 @@ from logs_ui import KEYS, run_ui  # noqa: E402
 from console.inventory import Host, load  # noqa: E402
 from console.logs.buffer import LogStore  # noqa: E402
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts  # noqa: E402
-from console.logs.frames import read_frames  # noqa: E402
+from console.logs.frames import Data, read_frames  # noqa: E402
 from console.logs.prefixes import attribute, guess_context  # noqa: E402
 from console.logs.steps import StepTracker  # noqa: E402
 from console.transport import ClusterConnections, HostConnection  # noqa: E402
@@ -154,7 +154,7 @@ def run_decode(args: argparse.Namespace) -> dict[str, Any]:
         buf += piece
         frames, used = read_frames(buf, paths)
         del buf[:used]
-        lines, advanced = follower.decode(frames)
+        lines, advanced = follower.decode([f for f in frames if isinstance(f, Data)])
         follower.cursors.update(advanced)
         store.add(lines)
         tracker.feed(lines)
@@ -311,6 +311,17 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> None:
             if values:
                 print(f"  {name:8s} median {statistics.median(values):6.1f}  max {max(values):6.1f}"
                       f"  ({len(values)} presses)")  # fmt: skip
+        every = sorted(v for r in results["ui"] for keys in r["latency_ms"].values() for v in keys)
+        if every:
+            p99 = every[min(len(every) - 1, round(0.99 * (len(every) - 1)))]
+            print(f"  all keys median {statistics.median(every):6.1f}  p99 {p99:6.1f}"
+                  f"  ({len(every)} presses; targets <= 100 / <= 200 ms)")  # fmt: skip
+        kept = [r for r in results["ui"] if r["kept"]]
+        if kept:
+            r = kept[0]
+            print()
+            print(f"memory (ui mode): peak RSS {r['peak_mb']:.0f} MiB with {r['kept']:,d} lines"
+                  f" kept (--max-lines x ranks; target <= 300 MB at 1 M)")  # fmt: skip
     if results.get("follower") and results.get("naive") and med("naive", "rate") > 0:
         ratio = med("follower", "rate") / med("naive", "rate")
         cpu = (med("naive", "cpu_pct") / med("naive", "rate")) / (
