@@ -19,12 +19,12 @@ from console.commands import options
 from console.errors import JobSpecError
 from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env
 
-KINDS = ("ddp", "mpi", "horovod", "ps")
+KINDS = ("ddp", "mpi", "horovod", "ps", "ray")
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     """The options of a job spec. Values stay text: the spec validates and names them."""
-    parser.add_argument("--kind", metavar="KIND", help="ddp, mpi, horovod or ps (required)")
+    parser.add_argument("--kind", metavar="KIND", help="ddp, mpi, horovod, ps or ray (required)")
     parser.add_argument(
         "--hosts",
         dest="select_hosts",
@@ -44,6 +44,19 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", metavar="N", help="ps kind: workers (default: one per host)")
     parser.add_argument("--chief", action="store_true", help="ps kind: add a chief task")
     parser.add_argument("--master-port", metavar="PORT", help="default: a free port")
+    parser.add_argument(
+        "--ray-object-store",
+        metavar="SIZE",
+        help="ray kind: each node's object store (e.g. 2G; default: Ray's share of memory)",
+    )
+    parser.add_argument(
+        "--ray-dashboard-host",
+        metavar="ADDR",
+        help="ray kind: where the head's dashboard listens (default 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--ray-dashboard-port", metavar="PORT", help="ray kind: default the master port + 1"
+    )
     parser.add_argument("--interface", metavar="IF", help="network interface (e.g. eth0)")
     parser.add_argument(
         "--net",
@@ -136,6 +149,9 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "sync": args.sync,
         "sync_max_size": args.sync_max_size,
         "sync_max_file": args.sync_max_file,
+        "ray_object_store": args.ray_object_store,
+        "ray_dashboard_host": args.ray_dashboard_host,
+        "ray_dashboard_port": args.ray_dashboard_port,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
     with naming_options():
@@ -162,7 +178,8 @@ def job_parser(
         usage=f"distconsole {name} HOSTS --kind KIND [options] -- PROGRAM [ARGS...]",
         description=(f"{summary}. " if summary else "")
         + f"HOSTS is {options.INVENTORY_HELP}. PROGRAM is a script (.py, run with the "
-        "host's python), an executable, or example:ddp / example:horovod / example:ps. "
+        "host's python), an executable, or example:ddp / example:horovod / example:ps / "
+        "example:ray. "
         "In ARGS, {steps_per_rank}, {total_steps} and {world_size} are replaced.",
     )
     add_job_options(parser)

@@ -90,6 +90,14 @@ def job_shape(spec: JobSpec, inventory: Inventory, *, nodes: int | None = None) 
     ``nodes``: a scheduler's node count (``launch --scheduler slurm --nodes N``); the
     spec's hosts then only lend their Python and interface, and the GPUs per node are
     ``--gpus-per-host`` (default 1)."""
+    if spec.kind is JobKind.RAY:
+        # A Ray cluster is its own scheduler: KubeRay's RayJob, or `ray start` in an
+        # allocation, are not written from this spec yet.
+        raise JobSpecError(
+            "kind",
+            "a ray job is not exported (no Kubeflow or sbatch form of it yet); "
+            "run it over SSH: distconsole launch HOSTS --kind ray -- DRIVER",
+        )
     if nodes is not None:
         return _scheduled_shape(spec, inventory, nodes)
     p = place(spec, inventory, _PLACEMENT_ID)

@@ -19,6 +19,7 @@ class JobKind(enum.StrEnum):
     MPI = "mpi"
     HOROVOD = "horovod"
     PS = "ps"
+    RAY = "ray"  # a Ray cluster of SSH processes and a driver on its head (plan_ray.py)
 
 
 class JobState(enum.StrEnum):

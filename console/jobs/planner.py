@@ -18,6 +18,7 @@ from console.jobs.placement import Placement, hang_hook_uploads, place
 from console.jobs.plan_ddp import plan_ddp
 from console.jobs.plan_mpi import plan_mpi
 from console.jobs.plan_ps import plan_ps
+from console.jobs.plan_ray import plan_ray
 from console.jobs.spec import JobSpec
 from console.names import valid_job_id
 
@@ -26,6 +27,7 @@ PLANNERS: dict[JobKind, Callable[[Placement], JobPlan]] = {
     JobKind.MPI: plan_mpi,
     JobKind.HOROVOD: plan_mpi,
     JobKind.PS: plan_ps,
+    JobKind.RAY: plan_ray,
 }
 
 

@@ -19,7 +19,7 @@ from console.jobs.placement import Placement, place
 from console.jobs.preflight import HostRequest, PreflightReport, run_preflight
 from console.jobs.spec import JobSpec
 
-REQUIRED = {JobKind.DDP: ("torch",), JobKind.HOROVOD: ("horovod",)}
+REQUIRED = {JobKind.DDP: ("torch",), JobKind.HOROVOD: ("horovod",), JobKind.RAY: ("ray",)}
 # Open MPI's own two switches that let mpirun run as root (either suffices with the flag).
 ROOT_ALLOWED_ENV = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 
@@ -33,6 +33,10 @@ async def preflight_job(
     placement = place(spec, inventory, plan.job_id)
     slots = {ph.name: ph.slots for ph in placement.hosts}
     packages = ["torch"] + (["horovod"] if plan.kind is JobKind.HOROVOD else [])
+    if plan.kind is JobKind.RAY:
+        packages = ["ray"]  # every node must run the same Ray (and the driver's)
+        if spec.gpus_per_host is None:  # Ray counts the GPUs itself; none is needed
+            slots = dict.fromkeys(slots, 0)
     program = None if spec.example is not None else spec.program
     uses_mpirun = plan.kind is JobKind.MPI or (
         plan.kind is JobKind.HOROVOD and spec.horovod_launcher == "mpi"

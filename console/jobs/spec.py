@@ -35,13 +35,16 @@ from console.names import (
 from console.validation import first_problem
 
 EXAMPLE_PREFIX = "example:"
-EXAMPLES = ("ddp", "horovod", "ps")
+EXAMPLES = ("ddp", "horovod", "ps", "ray")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
 MAX_SLOTS = 1024
 MAX_TASKS = 4096
 # Hang detection: well under NCCL's 10-minute watchdog, long enough for a slow first step.
 DEFAULT_HANG_TIMEOUT = 300.0
 HANG_TIMEOUT_OFF = ("0", "off", "none", "no")
+# Ray refuses a smaller object store (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES).
+RAY_MIN_OBJECT_STORE = 75 * 1024 * 1024
+RAY_FIELDS = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 
 # spec field -> CLI option that sets it (for messages on the command line)
 CLI_OPTION: dict[str, str] = {
@@ -69,6 +72,9 @@ CLI_OPTION: dict[str, str] = {
     "sync": "--sync",
     "sync_max_size": "--sync-max-size",
     "sync_max_file": "--sync-max-file",
+    "ray_object_store": "--ray-object-store",
+    "ray_dashboard_host": "--ray-dashboard-host",
+    "ray_dashboard_port": "--ray-dashboard-port",
 }
 
 
@@ -120,6 +126,12 @@ class JobSpec(BaseModel):
     sync: str | None = None  # a local directory put on every host (console/jobs/sync_*.py)
     sync_max_size: int | None = None  # bytes; None: sync_tree.DEFAULT_MAX_TOTAL
     sync_max_file: int | None = None  # bytes; None: sync_tree.DEFAULT_MAX_FILE
+    # ray kind (console/jobs/plan_ray.py): each node's object store (bytes; None: Ray's
+    # default share of memory), where the head's dashboard listens (None: 127.0.0.1 and
+    # the master port + 1).
+    ray_object_store: int | None = None
+    ray_dashboard_host: str | None = None
+    ray_dashboard_port: int | None = None
 
     @field_validator("program")
     @classmethod
@@ -196,6 +208,32 @@ class JobSpec(BaseModel):
             raise ValueError(f"must be a positive size, got {value}")
         return value
 
+    @field_validator("ray_object_store", mode="before")
+    @classmethod
+    def _ray_store_size(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip():
+            return parse_size(value)
+        return value
+
+    @field_validator("ray_object_store")
+    @classmethod
+    def _ray_store(cls, value: int | None) -> int | None:
+        if value is not None and value < RAY_MIN_OBJECT_STORE:
+            raise ValueError(
+                f"Ray needs an object store of at least 79M (75 MiB), got {value} bytes"
+            )
+        return value
+
+    @field_validator("ray_dashboard_host")
+    @classmethod
+    def _ray_dashboard_host(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        if not all(c.isalnum() or c in ".-:_" for c in value):
+            raise ValueError(f"{value!r} is not an address to listen on (e.g. 127.0.0.1, 0.0.0.0)")
+        return value
+
     @field_validator("hang_timeout", mode="before")
     @classmethod
     def _hang_off(cls, value: object) -> object:
@@ -236,7 +274,7 @@ class JobSpec(BaseModel):
             raise ValueError(problem)
         return value
 
-    @field_validator("master_port")
+    @field_validator("master_port", "ray_dashboard_port")
     @classmethod
     def _port(cls, value: int | None) -> int | None:
         if value is not None and not 1024 <= value <= 65535:
@@ -287,6 +325,10 @@ class JobSpec(BaseModel):
                 raise _FieldProblem("ps", "a ps job needs at least one ps task")
             if self.workers is not None and self.workers < 1:
                 raise _FieldProblem("workers", "a ps job needs at least one worker")
+        if self.kind is not JobKind.RAY:
+            for field in RAY_FIELDS:
+                if getattr(self, field) is not None:
+                    raise _FieldProblem(field, "only applies to --kind ray")
         if self.horovod_launcher != "gloo" and self.kind is not JobKind.HOROVOD:
             raise _FieldProblem("horovod_launcher", "only applies to --kind horovod")
         if self.total_steps is None:
