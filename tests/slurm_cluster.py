@@ -117,6 +117,9 @@ class SlurmCluster:
     def _write_config(self) -> None:
         hostname = socket.gethostname()
         (self.root / "state").mkdir()
+        for name in NODES:
+            (self.root / f"tmp-{name}").mkdir(mode=0o1777)
+            (self.root / f"tmp-{name}").chmod(0o1777)
         ctld_port = _free_port()
         lines = [
             "ClusterName=distconsoletest",
@@ -132,6 +135,9 @@ class SlurmCluster:
             f"SlurmdPidFile={self.root / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={self.root / 'slurmctld.log'}",
             f"SlurmdLogFile={self.root / 'slurmd-%n.log'}",
+            # Each node's own /tmp: srun --mpi=pmix makes its client directory there,
+            # named by job and step only, so two slurmd on one machine would collide.
+            f"TmpFS={self.root / 'tmp-%n'}",
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "SelectType=select/cons_tres",

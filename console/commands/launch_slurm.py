@@ -15,6 +15,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from console.errors import ConsoleError, UsageError
 from console.export.sbatch import backend_script
@@ -23,6 +24,7 @@ from console.jobs.backend import SCHEDULERS, Prepared
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
 from console.jobs.slurm import Connections, SlurmBackend, slurm_settings
+from console.jobs.slurm_report import make_slurm_report
 from console.jobs.spec import JobSpec
 from console.logs.follower import HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
@@ -119,7 +121,7 @@ async def launch(args: argparse.Namespace, spec: JobSpec, inventory: Inventory) 
             for warning in await slurm.preflight(prepared):
                 say(warning)
         job_id = await slurm.submit(prepared)
-        record = slurm.store.find(job_id)
+        record = await asyncio.to_thread(slurm.store.find, job_id)
         say(f"job {job_id} submitted on {login}: slurm job {record.slurm_id if record else '?'}")
         if args.detach:
             print(job_id, flush=True)
@@ -193,7 +195,7 @@ async def refresh(
     if inventory.slurm is None:
         return {}, []
     slurm = backend(inventory, None, history=history)
-    known = slurm.store.all()
+    known = await asyncio.to_thread(slurm.store.all)
     mine = [r for r in records if r.id in known]
     details = {r.id: known[r.id].detail for r in mine}
     pending = [r for r in mine if not r.state.finished]
@@ -231,6 +233,23 @@ async def stop(inventory: Inventory, history: JobHistory, record: JobRecord, gra
         return 0
     print(f"distconsole stop: job {record.id}: {report.describe()}", file=sys.stderr)
     return 1
+
+
+async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Path) -> int:
+    """``report`` of a Slurm job: the login host's job directory and Slurm's record
+    (jobs/slurm_report.py); prints the summary."""
+    login = slurm_settings(inventory).login
+    async with ClusterConnections(inventory.select([login])) as pool:
+        await pool.wait_settled()
+        slurm = backend(inventory, pool, history=history)
+        record = await asyncio.to_thread(history.get, job_id)
+        summary, bundles = await make_slurm_report(slurm, record, out)
+    sys.stdout.write(summary.read_text())
+    print(f"report written to {out}/", file=sys.stderr)
+    failed = [b for b in bundles if b.error]
+    for bundle in failed:
+        print(f"distconsole report: {bundle.host}: {bundle.error}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def json_fields(details: dict[str, str], job_id: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import options
+from console.commands import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.discover import discover
@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Path) -> int:
+    if job_id in await asyncio.to_thread(launch_slurm.slurm_ids, history):
+        # A Slurm job: its directory is on the login host, and Slurm has its record.
+        return await launch_slurm.report(inventory, history, job_id, out)
     async with ClusterConnections(inventory) as pool:
         await pool.wait_settled()
         # The hosts first: the job may be unknown here, or its state newer there.

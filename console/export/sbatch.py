@@ -5,7 +5,10 @@ the inventory, see :mod:`console.export.shape`):
 
 - ddp: one ``torchrun`` per node (``srun --ntasks-per-node=1``) with the c10d
   rendezvous on the allocation's first node (``--rdzv-endpoint $head:PORT``, the
-  spec's ``--master-port`` or 29500), ``--nnodes $SLURM_NNODES``;
+  spec's ``--master-port``, else 20000 + SLURM_JOB_ID % 20000 so that jobs sharing a
+  node do not collide), ``--nnodes $SLURM_NNODES``; ``--tee 3`` with
+  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE prefixes each worker line ``[rankN]: `` with
+  its global rank (the console attributes the lines by it);
 - mpi, horovod: ``srun --mpi=pmix`` starts G ranks per node (Slurm is the MPI launcher;
   Open MPI must be built with PMIx, as Slurm sites' are). Horovod ranks start the same
   way, as under ``mpirun``: horovod must be built with MPI;
@@ -13,7 +16,8 @@ the inventory, see :mod:`console.export.shape`):
   round-robin over the nodes (``--distribution=cyclic``); each task takes its role and
   index from ``SLURM_PROCID`` and gets TF_CONFIG built from the node list
   (``scontrol show hostnames $SLURM_JOB_NODELIST``), task k listening on PORT+k in the
-  console's order (ps, chief, workers). When the workers' step ends, the ps step is
+  console's order (ps, chief, workers; PORT as for ddp, the derived one a multiple of
+  the task count). When the workers' step ends, the ps step is
   stopped (the console's PS rule) and the job ends with the workers' status.
 
 Fail-fast is ``srun --kill-on-bad-exit=1``. The environment is the planners'
@@ -43,6 +47,7 @@ from console.jobs.spec import JobSpec, spec_with
 # #SBATCH values are read by sbatch, not a shell: only plain words are written there.
 _SBATCH_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:,+=-]*\Z")
 SBATCH_OPTIONS = ("partition", "account", "time")
+PORT_SPAN = 20000  # derived ports lie in 20000..39999
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +101,35 @@ def _task_output(stem: str | None) -> str:
     return f' --output="$SLURM_SUBMIT_DIR/{stem}-%t.out"'
 
 
+# torchrun's prefix for its workers' lines (with --tee): the GLOBAL rank, which the
+# console's log attribution reads (logs/prefixes.py: "[rank3]: "); c10d numbers the
+# nodes in the order they join, so a task's node rank is not known before it runs.
+RANK_PREFIX_TEMPLATE = "[rank${rank}]: "
+
+
+def _port_lines(shape: JobShape, width: int) -> list[str]:
+    """``port=...``: the spec's ``--master-port``, else one derived from the Slurm job id
+    (20000 + a multiple of ``width`` below 20000), so two jobs sharing a node do not
+    collide the way a fixed 29500 would; ``width`` ports from there are the job's."""
+    if shape.spec.master_port is not None:
+        return [f"port={shape.spec.master_port}"]
+    return [
+        f"# No --master-port: {width} port(s) from 20000 + a function of the job id.",
+        f"port=$((20000 + SLURM_JOB_ID % {PORT_SPAN // width} * {width}))",
+    ]
+
+
 def _ddp(shape: JobShape, stem: str | None) -> list[str]:
-    port = shape.master_port
     torchrun = _q(torchrun_command(shape.python))
     return [
         'head="${addresses[0]}"',
-        f'export MASTER_ADDR="$head" MASTER_PORT={port}',
+        *_port_lines(shape, 1),
+        'export MASTER_ADDR="$head" MASTER_PORT="$port"',
+        f"export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE={shlex.quote(RANK_PREFIX_TEMPLATE)}",
         f"srun {_kill_on_bad_exit(shape)}{_task_output(stem)} --ntasks-per-node=1 \\",
         f'  {torchrun} --nnodes "$SLURM_NNODES" --nproc-per-node {shape.gpus_per_node} \\',
-        f'  --rdzv-id "$SLURM_JOB_ID" --rdzv-backend c10d --rdzv-endpoint "$head:{port}" \\',
-        f"  {_q([*_torchrun_target(shape), *shape.args])}",
+        '  --rdzv-id "$SLURM_JOB_ID" --rdzv-backend c10d --rdzv-endpoint "$head:$port" \\',
+        f"  --tee 3 {_q([*_torchrun_target(shape), *shape.args])}",
     ]
 
 
@@ -134,13 +158,13 @@ exec "$@"
 
 def _ps(shape: JobShape, stem: str | None) -> list[str]:
     chief = 1 if shape.spec.chief else 0
-    base = shape.master_port
     kill = _kill_on_bad_exit(shape)
     program = _q([*_program(shape), *shape.args])
     return [
-        f"# Task k of the console's order (ps, chief, workers) listens on its node at {base}+k;",
+        *_port_lines(shape, shape.ps_tasks + chief + shape.workers),
+        "# Task k of the console's order (ps, chief, workers) listens on its node at port+k;",
         "# each step places its tasks round-robin over the nodes, as TF_CONFIG says.",
-        f"ps_tasks={shape.ps_tasks} chief={chief} workers={shape.workers} port={base}",
+        f"ps_tasks={shape.ps_tasks} chief={chief} workers={shape.workers}",
         'address() { echo "\\"${addresses[$(($1 % ${#addresses[@]}))]}:$2\\""; }',
         'join() { local IFS=,; echo "$*"; }',
         "ps=() chief_list=() worker=()",

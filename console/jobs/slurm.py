@@ -106,19 +106,23 @@ def slurm_plan(job_id: str, spec: JobSpec, login: Host, nodes: int) -> JobPlan:
     ]
     for stem, t in task_names(spec, nodes):
         if spec.kind is JobKind.DDP:
+            # torchrun's own lines, and its workers' prefixed "[rankN]: " with their
+            # global rank (the script's TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE): c10d
+            # numbers the nodes as they join, so which ranks task t runs is not known here.
             log = LogFile(f"{out_dir}/{stem}-{t}.out", "combined", "launcher")
-            ranks = tuple(range(t * gpus, (t + 1) * gpus))
+            ranks: tuple[int, ...] = ()
         elif spec.kind is JobKind.PS:
-            log = LogFile(f"{out_dir}/{stem}-{t}.out", "combined", stem, index=t)
+            # the second step's task 0 is the chief when there is one
+            role, index = (stem, t)
+            if stem == "worker" and spec.chief:
+                role, index = ("chief", 0) if t == 0 else ("worker", t - 1)
+            log = LogFile(f"{out_dir}/{stem}-{t}.out", "combined", role, index=index)
             ranks = ()
         else:
             log = LogFile(f"{out_dir}/{stem}-{t}.out", "combined", "rank", rank=t)
             ranks = (t,)
-        # NODE_RANK only labels the task's lines (launcher@nodeT): torchrun's c10d
-        # rendezvous numbers the nodes itself.
-        env = {"NODE_RANK": str(t)} if spec.kind is JobKind.DDP else {}
         launches.append(
-            RankLaunch(login.name, stem, t, ("srun",), env, out_dir, (log,), ranks=ranks)
+            RankLaunch(login.name, stem, t, ("srun",), {}, out_dir, (log,), ranks=ranks)
         )
     world = nodes * gpus if spec.kind is not JobKind.PS else len(task_names(spec, nodes))
     return JobPlan(
@@ -166,6 +170,10 @@ class SlurmBackend:
         result = await conn.run(line, timeout=COMMAND_TIMEOUT_S, input=input)
         return result.exit_status, result.stdout, result.stderr
 
+    async def login_command(self, command: str) -> str:
+        """``command``'s standard output on the login host (its status is not checked)."""
+        return (await self._run(command))[1]
+
     def _record(self, job_id: str) -> SlurmRecord:
         record = self.store.find(job_id)
         if record is None:
@@ -210,19 +218,19 @@ class SlurmBackend:
                 f"sbatch on {self.login.name} refused job {prepared.job_id} "
                 f"(status {status}): {detail}"
             )
-        self.history.add(prepared.plan, inventory=self.inventory.path)
-        self.store.add(SlurmRecord(prepared.job_id, slurm_id, self.login.name, prepared.script, ""))
+        record = SlurmRecord(prepared.job_id, slurm_id, self.login.name, prepared.script, "")
+        await asyncio.to_thread(self._add, prepared.plan, record)
         return prepared.job_id
 
     async def status(self, job_id: str) -> BackendStatus:
         """Ask Slurm once; the history row follows what it says."""
-        record = self._record(job_id)
-        job = await self._slurm_job(record)
+        record = await asyncio.to_thread(self._record, job_id)
+        job = await self.slurm_job(record)
         failure = None
         if job.state is JobState.FAILED:
             failure = await self._failure(job_id, job)
         detail = job.describe()
-        self._save(job_id, job.state, detail, failure)
+        await asyncio.to_thread(self._save, job_id, job.state, detail, failure)
         if job.state.finished:
             await self._mark_ended(job_id)
         return BackendStatus(job_id, job.state, detail, failure)
@@ -239,7 +247,7 @@ class SlurmBackend:
             await asyncio.sleep(self.poll_s)
 
     async def stop(self, job_id: str, *, grace_s: float | None = None) -> StopReport:
-        record = self._record(job_id)
+        record = await asyncio.to_thread(self._record, job_id)
         status, _out, err = await self._run(f"scancel {record.slurm_id}")
         if status != 0 and "already completed" not in err:
             return StopReport(unreachable={self.login.name: f"scancel: {err.strip()}"})
@@ -260,7 +268,7 @@ class SlurmBackend:
 
     # -- helpers ------------------------------------------------------------------------
 
-    async def _slurm_job(self, record: SlurmRecord) -> SlurmJob:
+    async def slurm_job(self, record: SlurmRecord) -> SlurmJob:
         sid = record.slurm_id
         _status, out, _err = await self._run(f"squeue --json --states=all --jobs={sid}")
         job = from_squeue_json(out, sid)
@@ -306,6 +314,10 @@ class SlurmBackend:
             tail=tuple(out.splitlines()[-10:]),
         )
         return failure.describe()
+
+    def _add(self, plan: JobPlan, record: SlurmRecord) -> None:
+        self.history.add(plan, inventory=self.inventory.path)
+        self.store.add(record)
 
     def _save(self, job_id: str, state: JobState, detail: str, failure: str | None) -> None:
         record = self.history.get(job_id)

@@ -49,10 +49,15 @@ class Env:
     def env(self) -> dict[str, str]:
         return dict(os.environ, DISTCONSOLE_DATA_DIR=str(self.data))
 
-    def launch(self, *options: str, program: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    def launch(
+        self, *options: str, program: tuple[str, ...], kind: str = "ddp", port: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """``launch --scheduler slurm``; ``port=False``: no --master-port (the script
+        derives one from the Slurm job id)."""
+        ports = ("--master-port", str(free_port())) if port else ()
         return self.run(
-            "launch", str(self.inventory), "--scheduler", "slurm", "--kind", "ddp",
-            "--master-port", str(free_port()), *options, "--", *program,
+            "launch", str(self.inventory), "--scheduler", "slurm", "--kind", kind,
+            *ports, *options, "--", *program,
         )  # fmt: skip
 
     def job(self, job_id: str) -> dict[str, Any]:
@@ -100,17 +105,90 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         cluster.close()
 
 
-def test_ddp_on_two_nodes_completes(slurm: Env) -> None:
-    done = slurm.launch("--nodes", "2", "--gpus-per-host", "1", program=("example:ddp",))
+def submitted(done: subprocess.CompletedProcess[str]) -> str:
+    found = re.search(r"job (\S+) submitted", done.stderr)
+    assert found, done.stderr
+    return found.group(1)
+
+
+def checksums(stdout: str) -> dict[str, str]:
+    """``[r0] rank 0 params_checksum=X`` lines: label -> X."""
+    return dict(re.findall(r"^\[(r\d)\] rank \d params_checksum=(\S+)$", stdout, re.M))
+
+
+def test_ddp_on_two_nodes_completes(slurm: Env, tmp_path: Path) -> None:
+    # No --master-port: the rendezvous port comes from the Slurm job id.
+    done = slurm.launch(
+        "--nodes", "2", "--gpus-per-host", "1", program=("example:ddp",), port=False
+    )
     assert done.returncode == 0, done.stderr
-    job_id = re.search(r"job (\S+) submitted", done.stderr)
-    assert job_id, done.stderr
-    job = slurm.job(job_id.group(1))
+    job_id = submitted(done)
+    job = slurm.job(job_id)
     assert job["state"] == "succeeded"
     assert re.match(r"slurm \d+ COMPLETED on n\[1-2\]", job["slurm"]), job
-    # each node's torchrun wrote its own task file, followed on the login host
-    assert re.search(r"\[launcher@node\d\] rank 0 params_checksum=", done.stdout), done.stdout
-    assert re.search(r"\[launcher@node\d\] rank 1 params_checksum=", done.stdout), done.stdout
+    # each node's torchrun wrote its own task file, followed on the login host; its
+    # workers' lines carry their global rank
+    sums = checksums(done.stdout)
+    assert sorted(sums) == ["r0", "r1"] and len(set(sums.values())) == 1, done.stdout
+    logs = slurm.run("logs", str(slurm.inventory), job_id, "--json")
+    assert logs.returncode == 0, logs.stderr
+    lines = [json.loads(line) for line in logs.stdout.splitlines()]
+    ranked = {(line["rank"], line["line"].split()[2]) for line in lines if line["rank"] is not None}
+    assert {(0, "params_checksum=" + sums["r0"]), (1, "params_checksum=" + sums["r1"])} <= {
+        (rank, word) for rank, word in ranked
+    }, logs.stdout
+    assert all(
+        line["rank"] == int(line["line"].split()[1]) for line in lines if line["rank"] is not None
+    )
+    # report: the login host's job directory (script, every task's output) and Slurm's record
+    out = tmp_path / "report"
+    report = slurm.run("report", str(slurm.inventory), job_id, "--out", str(out))
+    assert report.returncode == 0, report.stderr
+    sid = slurm_id(job)
+    assert f"scheduler: slurm job {sid}, submitted on node0" in report.stdout, report.stdout
+    assert "tasks: task 0 on n1, task 1 on n2" in report.stdout, report.stdout
+    login_dir = out / "hosts" / "node0"
+    assert "srun " in (login_dir / "job.sbatch").read_text()
+    for t in (0, 1):
+        assert f"rank {t} params_checksum=" in (login_dir / f"task-{t}.out").read_text()
+    record = (out / "slurm.txt").read_text()
+    assert f"JobId={sid} " in record and "JobState=COMPLETED" in record, record
+
+
+def test_horovod_over_srun_mpi_pmix(slurm: Env) -> None:
+    """MPI ranks started by srun --mpi=pmix (Open MPI's PMIx), one per node: Horovod's
+    MPI controller allreduces across both nodes."""
+    done = slurm.launch(
+        "--nodes", "2", "--gpus-per-host", "1",
+        program=("example:horovod", "--steps", "3"), kind="horovod",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # per-rank task files: each line is its rank's (r0 from task 0, r1 from task 1)
+    assert re.search(r"^\[r0\] rank 0 size 2 ", done.stdout, re.M), done.stdout
+    assert re.search(r"^\[r1\] rank 1 size 2 ", done.stdout, re.M), done.stdout
+    sums = checksums(done.stdout)
+    assert sorted(sums) == ["r0", "r1"] and len(set(sums.values())) == 1, done.stdout
+    assert slurm.job(submitted(done))["state"] == "succeeded"
+
+
+def test_ps_roles_from_procid_and_ps_stopped(slurm: Env) -> None:
+    """ps 0 and two workers over both nodes with TF_CONFIG from the node list; the ps
+    step is stopped once the workers are done and the job completes."""
+    done = slurm.launch(
+        "--nodes", "2", "--gpus-per-host", "1", "--ps", "1", "--workers", "2",
+        program=("example:ps", "--steps", "5"), kind="ps",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job = slurm.job(submitted(done))
+    assert job["state"] == "succeeded", job
+    for who in ("worker0", "worker1"):
+        assert f"[{who}] {who[:-1]} {who[-1]} done" in done.stdout, done.stdout
+    cluster = re.search(r"^\[ps0\] ps 0 cluster (\{.*\}) ", done.stdout, re.M)
+    assert cluster, done.stdout
+    addresses = json.loads(cluster.group(1))
+    assert addresses["ps"][0].startswith("127.0.0.41:")
+    assert [a.split(":")[0] for a in addresses["worker"]] == ["127.0.0.41", "127.0.0.42"]
+    assert slurm.slurm.job_processes(slurm_id(job)) == []
 
 
 def test_failed_task_is_named(slurm: Env) -> None:

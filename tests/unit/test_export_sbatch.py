@@ -134,7 +134,11 @@ def test_ddp_script(inventory: Inventory) -> None:
     command = " ".join(line.rstrip("\\ ").strip() for line in lines[-4:])
     assert command.startswith("srun --kill-on-bad-exit=1 --ntasks-per-node=1 torchrun ")
     assert '--nnodes "$SLURM_NNODES" --nproc-per-node 4' in command
-    assert '--rdzv-backend c10d --rdzv-endpoint "$head:29600"' in command
+    assert "port=29600" in lines  # the spec's --master-port
+    assert '--rdzv-backend c10d --rdzv-endpoint "$head:$port"' in command
+    # torchrun prefixes each worker line with its global rank ("[rank3]: ")
+    assert "export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='[rank${rank}]: '" in lines
+    assert "--tee 3 train.py" in command
     assert command.endswith("train.py --lr 0.1 --steps 100 --tag no")
     relaxed = script_for(inventory, {**SPECS["ddp"], "fail_fast": False})
     assert "--kill-on-bad-exit=0" in relaxed
@@ -191,7 +195,9 @@ REPORT = (
 )
 
 
-def run_with_standins(script: str, tmp_path: Path, nodes: list[str]) -> dict[str, Any]:
+def run_with_standins(
+    script: str, tmp_path: Path, nodes: list[str], job_id: str = "4242"
+) -> dict[str, Any]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text(SRUN_STANDIN.format(python=sys.executable))
@@ -207,7 +213,7 @@ def run_with_standins(script: str, tmp_path: Path, nodes: list[str]) -> dict[str
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "SLURM_JOB_NODELIST": ",".join(nodes),
         "SLURM_NNODES": str(len(nodes)),
-        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_ID": job_id,
         "OUT": str(out),
     }
     done = subprocess.run(
@@ -243,12 +249,13 @@ def test_ps_tasks_get_roles_and_tf_config(inventory: Inventory, tmp_path: Path) 
     nodes = ["node-a", "node-b", "node-c"]
     reports = run_with_standins(script, tmp_path, nodes)
     assert sorted(reports) == ["chief-0", "ps-0", "ps-1", "worker-0", "worker-1", "worker-2"]
-    # Task k of (ps 0, ps 1, chief, worker 0..2) listens on 29500+k; each step places its
-    # tasks round-robin over the nodes (ps i on node i, chief/worker j on node j).
+    # Task k of (ps 0, ps 1, chief, worker 0..2) listens on P+k, P derived from the job
+    # id with no --master-port (20000 + 4242 % (20000 // 6) * 6 = 25454); each step
+    # places its tasks round-robin over the nodes (ps i on node i, chief/worker j on j).
     cluster = {
-        "ps": ["node-a:29500", "node-b:29501"],
-        "worker": ["node-b:29503", "node-c:29504", "node-a:29505"],
-        "chief": ["node-a:29502"],
+        "ps": ["node-a:25454", "node-b:25455"],
+        "worker": ["node-b:25457", "node-c:25458", "node-a:25459"],
+        "chief": ["node-a:25456"],
     }
     for name, report in reports.items():
         kind, index = name.split("-")
@@ -267,6 +274,7 @@ def test_ps_without_chief_on_fewer_tasks_than_nodes(inventory: Inventory, tmp_pa
         "workers": 2,
         "program": sys.executable,
         "args": ("-c", REPORT),
+        "master_port": 29500,
     }
     script = script_for(inventory, spec)
     assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
@@ -276,3 +284,77 @@ def test_ps_without_chief_on_fewer_tasks_than_nodes(inventory: Inventory, tmp_pa
         "task": {"type": "worker", "index": 1},
     }
     assert sorted(reports) == ["ps-0", "worker-0", "worker-1"]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ports_follow_the_job_id_without_master_port(inventory: Inventory, tmp_path: Path) -> None:
+    """Two jobs on the same node get different rendezvous ports (a fixed 29500 would
+    collide); PS jobs get disjoint ranges; --master-port still wins."""
+    port_report = (
+        "import os; e = os.environ; "
+        "open(os.path.join(e['OUT'], 'port'), 'w').write(e['MASTER_PORT'])"
+    )
+    spec = {k: v for k, v in SPECS["ddp"].items() if k != "master_port"}
+    script = script_for(inventory, {**spec, "program": sys.executable, "args": ("-c", port_report)})
+    assert "port=29600" not in script
+    seen = {}
+    for job_id in ("7", "8", "20007"):
+        out = tmp_path / job_id
+        out.mkdir()
+        seen[job_id] = run_port(script, out, job_id)
+    assert seen == {"7": 20007, "8": 20008, "20007": 20007}
+    ps_ports = {}
+    ps_spec = {k: v for k, v in SPECS["ps"].items() if k != "master_port"}
+    for job_id in ("7", "8"):
+        out = tmp_path / f"ps{job_id}"
+        out.mkdir()
+        reports = run_with_standins(
+            script_for(inventory, {**ps_spec, "program": sys.executable, "args": ("-c", REPORT)}),
+            out,
+            ["node-a", "node-b", "node-c"],
+            job_id=job_id,
+        )
+        cluster = json.loads(reports["ps-0"]["tf"])["cluster"]
+        ps_ports[job_id] = {
+            int(a.rpartition(":")[2]) for addresses in cluster.values() for a in addresses
+        }
+    assert ps_ports["7"] == set(range(20042, 20048))  # 6 tasks: 20000 + 7 * 6
+    assert ps_ports["8"] == set(range(20048, 20054))
+    fixed = script_for(inventory, {**SPECS["ps"], "master_port": 31000})
+    assert "port=31000" in fixed.splitlines()
+
+
+def run_port(script: str, tmp_path: Path, job_id: str) -> int:
+    """Run a DDP script under the stand-ins with torchrun replaced by the task program
+    (``--no-python``): what MASTER_PORT each task sees."""
+    reports = tmp_path / "out"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(SRUN_STANDIN.format(python=sys.executable))
+    (bin_dir / "scontrol").write_text(SCONTROL_STANDIN)
+    # STAND-IN for torchrun: runs the program after its options with this Python.
+    (bin_dir / "torchrun").write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "args = sys.argv[1:]\n"
+        "program = args.index('--no-python') if '--no-python' in args else None\n"
+        "os.execv(args[program + 1], args[program + 1:])\n"
+    )
+    for tool in ("srun", "scontrol", "torchrun"):
+        (bin_dir / tool).chmod(0o755)
+    reports.mkdir()
+    path = tmp_path / "job.sbatch"
+    path.write_text(script)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "SLURM_JOB_NODELIST": "node-a",
+        "SLURM_NNODES": "1",
+        "SLURM_JOB_ID": job_id,
+        "OUT": str(reports),
+    }
+    done = subprocess.run(
+        ["bash", str(path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return int((reports / "port").read_text())
