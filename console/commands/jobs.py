@@ -22,7 +22,7 @@ from console.inventory import Inventory
 from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
-from console.jobs.runner import JobRunner
+from console.jobs.service import JobService, make_backend
 from console.transport.pool import ClusterConnections
 
 
@@ -95,16 +95,16 @@ async def reconcile(
     pool = ClusterConnections(inventory.select(names))
     try:
         await pool.wait_settled()
-        runner = JobRunner(pool, inventory, history=history)
+        service = JobService(make_backend("ssh", pool, inventory, history=history), pool)
         for record in pending:
             missing = [h for h in record.hosts if h not in known]
             if missing:
                 problems.append(f"{record.id}: hosts {', '.join(missing)} left the inventory")
                 continue
-            job = await runner.attach(record, watch=False)
-            if job.state is JobState.LOST:
+            status = await service.status(record.id)
+            if status.state is JobState.LOST:
                 problems.append(f"{record.id}: lost (a host is not reachable)")
-        await runner.close()
+        await service.close()
     finally:
         await pool.close()
     return problems

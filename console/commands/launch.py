@@ -19,16 +19,28 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands import launch_slurm, options
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
+from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs import remote_ops
+from console.jobs.backend import SshBackend
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import exit_file
 from console.jobs.placement import select_hosts
-from console.jobs.preflight_job import preflight_job
 from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
+from console.jobs.service import (
+    HostSynced,
+    JobService,
+    LaunchEvent,
+    PlanWarning,
+    PreflightSkipped,
+    PreflightWarning,
+    SyncStarted,
+    make_backend,
+)
+from console.jobs.slurm import SlurmBackend, slurm_settings
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import SyncProgress, apply_sync, scan_for_spec, sync_hosts
+from console.jobs.sync_push import SyncProgress, scan_for_spec
 from console.jobs.sync_tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
@@ -67,9 +79,10 @@ def say(message: str) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     inventory = inventory_module.load(args.inventory)
-    if launch_slurm.scheduler_of(args) == "slurm":
-        with naming_options():
-            return asyncio.run(launch_slurm.launch(args, spec, inventory))
+    scheduler = launch_slurm.scheduler_of(args)
+    if scheduler == "slurm":
+        login = slurm_settings(inventory).login
+        return asyncio.run(launch(args, spec, inventory, (login,), scheduler=scheduler))
     with naming_options():
         hosts = select_hosts(spec, inventory)
     with naming_options():
@@ -77,13 +90,28 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(launch(args, spec, inventory, tuple(h.name for h in hosts), tree))
 
 
-class SyncPrinter:
-    """Sync progress on stderr: each phase once per host, sending at most every 10 %."""
+class LaunchPrinter:
+    """The launch's events on stderr; sync progress each phase once per host, sending
+    at most every 10 %."""
 
     def __init__(self) -> None:
         self.shown: dict[str, tuple[str, int]] = {}
 
-    def __call__(self, progress: SyncProgress) -> None:
+    def __call__(self, event: LaunchEvent) -> None:
+        if isinstance(event, PlanWarning):
+            say(f"warning: {event.text}")
+        elif isinstance(event, SyncStarted):
+            say(f"sync: {event.tree.describe()}")
+        elif isinstance(event, SyncProgress):
+            self.progress(event)
+        elif isinstance(event, HostSynced):
+            say(f"sync {event.line()}")
+        elif isinstance(event, PreflightSkipped):
+            say("pre-flight skipped (--skip-preflight)")
+        elif isinstance(event, PreflightWarning):
+            say(event.line)
+
+    def progress(self, progress: SyncProgress) -> None:
         tenth = progress.bytes_done * 10 // progress.bytes_total if progress.bytes_total else 0
         key = (progress.phase, tenth)
         if self.shown.get(progress.host) != key:
@@ -97,40 +125,45 @@ async def launch(
     inventory: Inventory,
     host_names: tuple[str, ...],
     tree: SyncTree | None = None,
+    *,
+    scheduler: str = "ssh",
 ) -> int:
     pool = ClusterConnections(inventory.select(list(host_names)))
     try:
         await pool.wait_settled()
-        runner = JobRunner(pool, inventory, history=JobHistory(), grace_s=args.grace)
-        runner.require_up(host_names, what="the job")
+        backend = make_backend(
+            scheduler,
+            pool,
+            inventory,
+            history=JobHistory(),
+            grace_s=args.grace,
+            nodes=launch_slurm.nodes_of(args) if scheduler == "slurm" else 1,
+            write_script=backend_script(inventory) if scheduler == "slurm" else None,
+        )
+        if isinstance(backend, SshBackend):
+            backend.runner.require_up(host_names, what="the job")
+        service = JobService(backend, pool)
         with naming_options():
-            plan = await runner.prepare(spec)
-        for warning in plan.warnings:
-            say(f"warning: {warning}")
-        if tree is not None:
-            plan = apply_sync(plan, tree, spec.workdir)
-            say(f"sync: {tree.describe()}")
-            synced = await sync_hosts(pool, host_names, tree, SyncPrinter())
-            for done in synced.values():
-                what = (
-                    "unchanged, reused"
-                    if done.reused
-                    else f"{done.objects_sent} files sent ({done.bytes_sent / 1e6:.1f} MB)"
-                )
-                say(f"sync {done.host}: {done.tree}: {what} in {done.seconds:.2f}s")
-        if args.skip_preflight:
-            say("pre-flight skipped (--skip-preflight)")
-        else:
-            report = await preflight_job(pool, spec, plan, inventory)
-            for finding in report.warnings:
-                say(finding.line())
-            report.raise_if_failed()
-        job = await runner.launch(plan)
+            launched = await service.launch(
+                spec, preflight=not args.skip_preflight, tree=tree, on_event=LaunchPrinter()
+            )
+        if isinstance(backend, SlurmBackend):
+            record = await asyncio.to_thread(backend.store.find, launched.job_id)
+            say(
+                f"job {launched.job_id} submitted on {backend.login.name}: "
+                f"slurm job {record.slurm_id if record else '?'}"
+            )
+            if args.detach:
+                print(launched.job_id, flush=True)
+                return 0
+            return await launch_slurm.follow(backend, pool, launched.job_id)
+        assert isinstance(backend, SshBackend)  # make_backend's other kind
+        job = backend.runner.jobs[launched.job_id]
         say(f"job {job.id} running: {describe_processes(job)}")
         if args.detach:
             print(job.id, flush=True)
             return 0
-        return await watch(runner, job)
+        return await watch(backend.runner, job)
     finally:
         await pool.close()
 

@@ -18,7 +18,9 @@ from console.commands import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord, inventory_key
-from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
+from console.jobs.runner import DEFAULT_GRACE_S
+from console.jobs.service import JobService, make_backend
+from console.jobs.slurm import slurm_settings
 from console.transport.pool import ClusterConnections
 
 
@@ -48,27 +50,40 @@ def run(args: argparse.Namespace) -> int:
             f"job {record.id} was started on {record.inventory}, "
             f"not {inventory_key(inventory.path)}",
         )
-    if record.id in launch_slurm.slurm_ids(history):
-        return asyncio.run(launch_slurm.stop(inventory, history, record, args.grace))
-    return asyncio.run(stop(inventory, history, record, args.grace))
+    scheduler = "slurm" if record.id in launch_slurm.slurm_ids(history) else "ssh"
+    return asyncio.run(stop(inventory, history, record, args.grace, scheduler=scheduler))
 
 
-async def stop(inventory: Inventory, history: JobHistory, record: JobRecord, grace: float) -> int:
-    known = {h.name for h in inventory.hosts}
-    missing = [h for h in record.hosts if h not in known]
-    if missing:
-        raise JobError(f"job {record.id} ran on {', '.join(missing)}, no longer in the inventory")
-    pool = ClusterConnections(inventory.select(list(record.hosts)))
-    try:
+async def stop(
+    inventory: Inventory,
+    history: JobHistory,
+    record: JobRecord,
+    grace: float,
+    *,
+    scheduler: str = "ssh",
+) -> int:
+    if scheduler == "slurm":
+        hosts = [slurm_settings(inventory).login]  # scancel runs there
+    else:
+        known = {h.name for h in inventory.hosts}
+        missing = [h for h in record.hosts if h not in known]
+        if missing:
+            raise JobError(
+                f"job {record.id} ran on {', '.join(missing)}, no longer in the inventory"
+            )
+        hosts = list(record.hosts)
+    async with ClusterConnections(inventory.select(hosts)) as pool:
         await pool.wait_settled()
-        runner = JobRunner(pool, inventory, history=history, grace_s=grace)
-        job = Job.from_record(record)
-        runner.jobs[job.id] = job
-        report = await runner.stop(job)
-    finally:
-        await pool.close()
+        backend = make_backend(scheduler, pool, inventory, history=history, grace_s=grace)
+        service = JobService(backend, pool)
+        try:
+            report = await service.stop(record.id, grace_s=grace)
+            # Slurm's own words once it let go ("slurm 12 CANCELLED"), as `jobs` shows them.
+            detail = f"{(await service.status(record.id)).detail}; " if scheduler == "slurm" else ""
+        finally:
+            await service.close()
     if report.clean:
-        print(f"job {record.id} stopped: {report.describe()}")
+        print(f"job {record.id} stopped: {detail}{report.describe()}")
         return 0
     print(f"distconsole stop: job {record.id}: {report.describe()}", file=sys.stderr)
     return 1

@@ -11,6 +11,7 @@ allocation the same way:
   PreflightError; returns warnings);
 - ``submit(prepared)`` starts or queues it and returns the job id (the console's, not
   the scheduler's);
+- ``status(job_id)`` asks once where the job stands (the history follows);
 - ``watch(job_id)`` yields the current :class:`BackendStatus`, then every change, until
   the job has finished;
 - ``stop(job_id)`` ends it everywhere and says what was left;
@@ -18,8 +19,10 @@ allocation the same way:
   (host, path, rank attribution, done markers).
 
 :class:`SshBackend` wraps :class:`JobRunner`'s public methods (no policy here);
-:mod:`console.jobs.slurm` is the Slurm backend. A Kubernetes or Ray backend is one more
-class with these six methods, and one more name in :data:`SCHEDULERS`.
+:mod:`console.jobs.slurm` is the Slurm backend. :mod:`console.jobs.service` is the one
+caller: the CLI and the UI launch, stop and ask through it. A Kubernetes backend is one
+more class with these methods, and one more name in :data:`SCHEDULERS` and
+``service.make_backend``.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ class JobBackend(Protocol):
 
     async def submit(self, prepared: Prepared) -> str: ...
 
+    async def status(self, job_id: str) -> BackendStatus: ...
+
     def watch(self, job_id: str) -> AsyncIterator[BackendStatus]: ...
 
     async def stop(self, job_id: str, *, grace_s: float | None = None) -> StopReport: ...
@@ -119,6 +124,13 @@ class SshBackend:
         history = self.runner.history or JobHistory()
         record = await asyncio.to_thread(history.get, job_id)
         return await self.runner.attach(record, watch=False)
+
+    async def status(self, job_id: str) -> BackendStatus:
+        """Where the job stands: a job this runner watches as it is, else re-attached
+        (its hosts' records read, the supervisors' verdict applied, the history updated)."""
+        job = await self.job(job_id)
+        failure = job.failure.describe() if job.failure is not None else None
+        return BackendStatus(job_id, job.state, job.state.value, failure)
 
     async def watch(self, job_id: str) -> AsyncIterator[BackendStatus]:
         job = await self.job(job_id)

@@ -1,6 +1,7 @@
-"""The jobs side of the app: one JobRunner over the app's connections, the history, the
-launch path (plan, pre-flight, start) the launch form drives, and the stream of job rows
-the jobs screen shows.
+"""The jobs side of the app: one JobRunner over the app's connections (the SSH backend),
+the history, the launch path the launch form drives (``jobs/service.py``'s, the same as
+the CLI's: plan, sync, pre-flight, start), and the stream of job rows the jobs screen
+shows.
 
 No textual here: the app's workers consume :meth:`JobsService.row_updates` and screens
 call the other coroutines from workers.
@@ -17,14 +18,16 @@ from pathlib import Path
 
 from console.errors import ConsoleError
 from console.inventory import Inventory
+from console.jobs.backend import SshBackend
 from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobSummary
 from console.jobs.models import JobPlan, JobState
-from console.jobs.preflight_job import preflight_job
+from console.jobs.paths import new_job_id
 from console.jobs.report import host_view_lines, make_report
 from console.jobs.runner import Job, JobRunner, StopReport
+from console.jobs.service import EventCallback, JobService, LaunchEvent
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import ProgressCallback, apply_sync, scan_for_spec, sync_hosts
+from console.jobs.sync_push import ProgressCallback, SyncProgress
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
 
@@ -122,6 +125,8 @@ class JobsService:
         self.runner = JobRunner(
             connections, inventory, history=self.history, grace_s=settings.stop_grace_s
         )
+        self.backend = SshBackend(self.runner)
+        self.service = JobService(self.backend, connections)
         self._changed: asyncio.Queue[JobRow] = asyncio.Queue()
         self._following: dict[str, asyncio.Task[None]] = {}
         self._discovering: asyncio.Task[None] | None = None
@@ -133,35 +138,35 @@ class JobsService:
         preflight: bool = True,
         job_id: str | None = None,
         on_sync: ProgressCallback | None = None,
+        on_event: EventCallback | None = None,
     ) -> Job:
         """Plan (free master port from the master host), sync ``spec.sync`` to every host
-        (progress to ``on_sync``), pre-flight unless told not to, then start on every host.
+        (progress to ``on_sync``), pre-flight unless told not to, then start on every host:
+        ``jobs/service.py``'s launch, the CLI's too; every step to ``on_event``.
         Raises JobSpecError, PreflightError or JobError; nothing runs when it raises.
         ``job_id``: the one the launch form's preview showed."""
-        plan = await self.runner.prepare(spec, job_id=job_id)
-        tree = await asyncio.to_thread(scan_for_spec, spec)  # hashing reads files
-        if tree is not None:
-            plan = apply_sync(plan, tree, spec.workdir)
-            hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
-            await sync_hosts(self.runner.connections, hosts, tree, on_sync)
-        if preflight:
-            report = await preflight_job(self.runner.connections, spec, plan, self.inventory)
-            report.raise_if_failed()
+        job_id = job_id or new_job_id(spec.display_name)
+
+        def note(event: LaunchEvent) -> None:
+            if on_sync is not None and isinstance(event, SyncProgress):
+                on_sync(event)
+            if on_event is not None:
+                on_event(event)
+
         try:
-            job = await self.runner.launch(plan)
+            launched = await self.service.launch(
+                spec, job_id=job_id, preflight=preflight, on_event=note
+            )
         finally:
-            launched = self.runner.jobs.get(plan.job_id)
-            if launched is not None:  # failed starts end as a row too
-                self._follow(launched)
-        return job
+            started = self.runner.jobs.get(job_id)
+            if started is not None:  # failed starts end as a row too
+                self._follow(started)
+        return self.runner.jobs[launched.job_id]
 
     async def stop(self, job_id: str) -> StopReport:
-        job = self.runner.jobs.get(job_id)
-        if job is None:
-            record = await asyncio.to_thread(self.history.get, job_id)
-            job = await self.runner.attach(record, watch=False)
+        job = await self.backend.job(job_id)  # known, else re-attached from the history
         self._follow(job)
-        return await self.runner.stop(job)
+        return await self.service.stop(job_id)
 
     async def attach_unfinished(self) -> list[Job]:
         """Re-attach to jobs of this inventory that may still run (from an earlier console)."""

@@ -1,0 +1,203 @@
+"""The one launch path: prepare -> sync -> pre-flight -> submit, and stop, for every backend.
+
+``distconsole launch``/``stop``/``jobs`` and the console's launch form and jobs screen
+(``ui/jobs_service.py``) call :class:`JobService`; it drives whichever
+:class:`~console.jobs.backend.JobBackend` the scheduler names (``ssh``: processes on the
+hosts, Ray being one of its kinds; ``slurm``: one sbatch script on the login host) and
+reports what happens on the way as :data:`LaunchEvent` values handed to a callback, so
+the CLI prints them and the UI shows them without this layer knowing either.
+
+Following a running job stays with the caller: the CLI streams output, the UI shows
+rows; both read the backend's ``watch``/``logs`` (or, for SSH, the :class:`Job`'s own
+events, which say more: a host lost, the supervisors' verdict).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from console.errors import PreflightError, UsageError
+from console.inventory import Inventory
+from console.jobs.backend import SCHEDULERS, BackendStatus, JobBackend, Prepared, SshBackend
+from console.jobs.history import JobHistory
+from console.jobs.preflight import PreflightReport
+from console.jobs.runner import DEFAULT_GRACE_S, JobRunner, StopReport
+from console.jobs.slurm import Connections, ScriptWriter, SlurmBackend
+from console.jobs.spec import JobSpec
+from console.jobs.sync_push import HostSync, SyncProgress, apply_sync, scan_for_spec, sync_hosts
+from console.jobs.sync_tree import SyncTree
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """A step of the launch begins: ``plan``, ``sync``, ``pre-flight``, ``submit``."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanWarning:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStarted:
+    tree: SyncTree
+
+
+@dataclass(frozen=True, slots=True)
+class HostSynced:
+    done: HostSync
+
+    def line(self) -> str:
+        done = self.done
+        what = (
+            "unchanged, reused"
+            if done.reused
+            else f"{done.objects_sent} files sent ({done.bytes_sent / 1e6:.1f} MB)"
+        )
+        return f"{done.host}: {done.tree}: {what} in {done.seconds:.2f}s"
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightSkipped:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightWarning:
+    line: str  # a finding's line: ``WARN [gpu-busy] node1: ...``
+
+
+LaunchEvent = (
+    Phase | PlanWarning | SyncStarted | SyncProgress | HostSynced | PreflightSkipped
+    | PreflightWarning
+)  # fmt: skip
+EventCallback = Callable[[LaunchEvent], None]
+
+
+def _ignore(_event: LaunchEvent) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Launched:
+    """A submitted job: its id and what was submitted (the plan with the synced cwd)."""
+
+    job_id: str
+    prepared: Prepared
+
+
+def make_backend(
+    scheduler: str,
+    connections: Connections,
+    inventory: Inventory,
+    *,
+    history: JobHistory | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    nodes: int = 1,
+    write_script: ScriptWriter | None = None,
+) -> JobBackend:
+    """The backend ``scheduler`` names. ``write_script`` is ``export/sbatch``'s (export
+    sits above jobs, so the caller hands it in); ``nodes`` is Slurm's allocation."""
+    if scheduler == "ssh":
+        runner = JobRunner(connections, inventory, history=history, grace_s=grace_s)
+        return SshBackend(runner)
+    if scheduler == "slurm":
+        return SlurmBackend(
+            connections, inventory, write_script=write_script, nodes=nodes, history=history
+        )
+    raise UsageError("--scheduler", f"{scheduler!r}: choose one of {', '.join(SCHEDULERS)}")
+
+
+def preflight_warnings(error: PreflightError) -> tuple[str, ...]:
+    """The warnings a failed pre-flight also found (shown before its failures)."""
+    if isinstance(error.report, PreflightReport):
+        return tuple(f.line() for f in error.report.warnings)
+    return ()
+
+
+class JobService:
+    """Launch and stop through one backend (see the module doc)."""
+
+    def __init__(self, backend: JobBackend, connections: Connections) -> None:
+        self.backend = backend
+        self.connections = connections
+
+    @property
+    def scheduler(self) -> str:
+        return self.backend.scheduler
+
+    async def prepare(self, spec: JobSpec, *, job_id: str | None = None) -> Prepared:
+        return await self.backend.prepare(spec, job_id=job_id)
+
+    async def sync(
+        self, prepared: Prepared, tree: SyncTree, on_event: EventCallback = _ignore
+    ) -> Prepared:
+        """Send ``tree`` to every host the plan involves and point each launch's cwd
+        into it. Only SSH jobs sync: a Slurm job's script was written for its cwd."""
+        plan = apply_sync(prepared.plan, tree, prepared.spec.workdir)
+        on_event(SyncStarted(tree))
+        hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
+        synced = await sync_hosts(self.connections, hosts, tree, on_event)
+        for done in synced.values():
+            on_event(HostSynced(done))
+        return replace(prepared, plan=plan)
+
+    async def preflight(
+        self, prepared: Prepared, on_event: EventCallback = _ignore
+    ) -> tuple[str, ...]:
+        """The backend's checks; warnings go to ``on_event`` (also those of a failed
+        pre-flight, before its PreflightError is raised)."""
+        try:
+            warnings = await self.backend.preflight(prepared)
+        except PreflightError as exc:
+            for line in preflight_warnings(exc):
+                on_event(PreflightWarning(line))
+            raise
+        for line in warnings:
+            on_event(PreflightWarning(line))
+        return warnings
+
+    async def launch(
+        self,
+        spec: JobSpec,
+        *,
+        job_id: str | None = None,
+        preflight: bool = True,
+        tree: SyncTree | None = None,
+        on_event: EventCallback = _ignore,
+    ) -> Launched:
+        """Plan, sync ``spec.sync`` (``tree`` when the caller scanned it already), pre-flight
+        unless told not to, then submit. Raises JobSpecError, PreflightError or JobError;
+        nothing runs when it raises. ``job_id``: the one a preview showed."""
+        on_event(Phase("plan"))
+        prepared = await self.prepare(spec, job_id=job_id)
+        for warning in prepared.warnings:
+            on_event(PlanWarning(warning))
+        if self.scheduler == "ssh":
+            if tree is None:
+                tree = await asyncio.to_thread(scan_for_spec, spec)  # hashing reads files
+            if tree is not None:
+                on_event(Phase("sync"))
+                prepared = await self.sync(prepared, tree, on_event)
+        if preflight:
+            on_event(Phase("pre-flight"))
+            await self.preflight(prepared, on_event)
+        else:
+            on_event(PreflightSkipped())
+        on_event(Phase("submit"))
+        return Launched(await self.backend.submit(prepared), prepared)
+
+    async def stop(self, job_id: str, *, grace_s: float | None = None) -> StopReport:
+        return await self.backend.stop(job_id, grace_s=grace_s)
+
+    async def status(self, job_id: str) -> BackendStatus:
+        """Ask the backend once where ``job_id`` stands (an SSH job is re-attached to,
+        unwatched; a Slurm job is asked of Slurm); the history follows."""
+        return await self.backend.status(job_id)
+
+    async def close(self) -> None:
+        await self.backend.close()
