@@ -34,6 +34,9 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("total_steps", "Total steps (split per rank)", "each rank runs total ÷ ranks"),
     ("ps", "PS tasks", "ps kind: number of parameter servers (default 1)"),
     ("workers", "Workers", "ps kind: number of workers (default one per host)"),
+    ("ray_object_store", "Ray object store", "ray kind: per node, e.g. 2G (default: Ray's)"),
+    ("ray_dashboard_host", "Ray dashboard host", "ray kind: listen address (default 127.0.0.1)"),
+    ("ray_dashboard_port", "Ray dashboard port", "ray kind: default the master port + 1"),
     ("interface", "Interface", "NIC for NCCL/Gloo/MPI traffic (default: the host's)"),
     ("master_port", "Master port", "default: a free port on the master host"),
     ("name", "Name", "default: kind-program"),
@@ -45,14 +48,16 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("sync", "Sync directory", "local dir put on every host first; program and workdir inside it"),
 )
-INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port")
+INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port", "ray_dashboard_port")
 PS_ONLY = ("ps", "workers")
+RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 # The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
 KIND_EXAMPLES = {
     JobKind.DDP.value: "example:ddp",
     JobKind.MPI.value: "example:horovod",
     JobKind.HOROVOD.value: "example:horovod",
     JobKind.PS.value: "example:ps",
+    JobKind.RAY.value: "example:ray",
 }
 # Kinds whose master port, when the form leaves it empty, is a free port that the
 # runner asks the master host for at launch (runner.prepare).
@@ -219,11 +224,13 @@ class LaunchScreen(Screen[str | None]):
     def refresh_preview(self) -> None:
         values = self.values()
         self._keep_draft(values)
-        is_ps = values["kind"] == JobKind.PS.value
-        for name in PS_ONLY:
+        only = {name: JobKind.PS.value for name in PS_ONLY}
+        only.update({name: JobKind.RAY.value for name in RAY_ONLY})
+        for name, kind in only.items():
+            shown = values["kind"] == kind
             for selector in (f"#{name}", f"#label-{name}", f"#error-{name}"):
-                self.query_one(selector).display = is_ps
-            if not is_ps:
+                self.query_one(selector).display = shown
+            if not shown:
                 values[name] = ""
         spec, errors = form_to_spec(values)
         preview = ""
