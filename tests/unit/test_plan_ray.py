@@ -1,0 +1,181 @@
+"""Ray planner: the head's process (Ray head + driver), one Ray node per other host, the
+ports, temp dirs and log files; spec/CLI validation naming the field; export refuses.
+
+The scripts themselves run in tests/integration/test_ray.py (real ray, real sshd)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+import pytest
+
+from console.commands.job_options import add_job_options, spec_from_args
+from console.errors import JobSpecError
+from console.export import job_shape
+from console.inventory import Host, Inventory
+from console.jobs import plan_ray
+from console.jobs.models import JobKind, LogFile
+from console.jobs.planner import plan
+from console.jobs.spec import make_spec
+
+JOB = "job-7"
+JD = "~/distconsole/.distconsole/jobs/job-7"
+
+
+def inventory(n: int = 2, **host: object) -> Inventory:
+    return Inventory(
+        path="hosts.yaml",
+        hosts=tuple(
+            Host(name=f"n{i}", address=f"10.0.0.{i + 1}", **host)  # type: ignore[arg-type]
+            for i in range(n)
+        ),
+    )
+
+
+def ray_spec(**fields: object) -> object:
+    return make_spec(kind="ray", program="example:ray", master_port=4000, **fields)
+
+
+def test_head_runs_ray_head_and_driver_others_run_a_node() -> None:
+    spec = make_spec(
+        kind="ray",
+        program="driver.py",
+        args=["--steps", "{total_steps}"],
+        master_port=4000,
+        total_steps=6,
+        gpus_per_host=2,
+        ray_object_store="100M",
+        env={"U": "1"},
+    )
+    p = plan(spec, inventory(3), job_id=JOB)
+    assert p.kind is JobKind.RAY and p.world_size == 3
+    assert [(x.host, x.role, x.index) for x in p.launches] == [
+        ("n0", "driver", 0),
+        ("n1", "raynode", 1),
+        ("n2", "raynode", 2),
+    ]
+    head, node = p.launches[0], p.launches[1]
+    assert head.argv[:2] == ("bash", "-c") and head.argv[3] == plan_ray.HEAD_WRAPPER
+    assert node.argv[3] == plan_ray.NODE_WRAPPER
+    tmp0, tmp1 = plan_ray.temp_dir(JOB, "n0"), plan_ray.temp_dir(JOB, "n1")
+    assert (
+        "ray start --block --head --port 4000 --dashboard-host 127.0.0.1 --dashboard-port 4001"
+        " --ray-client-server-port 4002 --node-ip-address 10.0.0.1"
+        f" --temp-dir {tmp0} --dashboard-agent-listen-port 4003 --disable-usage-stats"
+        " --num-gpus 2 --object-store-memory 100000000 "
+    ) in head.argv[2]
+    assert (
+        "ray start --block --address 10.0.0.1:4000 --node-ip-address 10.0.0.2"
+        f" --temp-dir {tmp1} --dashboard-agent-listen-port 4004 --disable-usage-stats"
+        " --num-gpus 2 --object-store-memory 100000000 "
+    ) in node.argv[2]
+    # The driver: the host's python, the arguments substituted, after the node wait.
+    script = head.argv[2]
+    assert "python3 driver.py --steps 6 </dev/null &" in script
+    assert script.index("ray.nodes()") < script.index("python3 driver.py")
+    assert "/dev/tcp/10.0.0.1/4000" in node.argv[2]
+    assert head.env["RAY_ADDRESS"] == node.env["RAY_ADDRESS"] == "10.0.0.1:4000"
+    assert head.env["DISTCONSOLE_RAY_NODES"] == "3" and head.env["U"] == "1"
+    assert head.env["RAY_USAGE_STATS_ENABLED"] == "0"
+    assert "Ray dashboard: http://127.0.0.1:4001 (on n0)" in p.warnings
+
+
+def test_log_files_driver_first_then_ray_start_then_raylet() -> None:
+    p = plan(ray_spec(), inventory(), job_id=JOB)
+    head, node = p.launches
+    logs0 = f"{plan_ray.temp_dir(JOB, 'n0')}/session_latest/logs"
+    assert head.log_paths == (
+        LogFile(f"{JD}/driver-0.out", "stdout", "driver", index=0),
+        LogFile(f"{JD}/driver-0.err", "stderr", "driver", index=0),
+        LogFile(f"{JD}/raynode-0.out", "stdout", "raynode", index=0),
+        LogFile(f"{JD}/raynode-0.err", "stderr", "raynode", index=0),
+        LogFile(f"{logs0}/raylet.out", "stdout", "raylet", index=0),
+        LogFile(f"{logs0}/raylet.err", "stderr", "raylet", index=0),
+    )
+    assert [f.path.rsplit("/", 1)[1] for f in node.log_paths] == [
+        "raynode-1.out",
+        "raynode-1.err",
+        "raylet.out",
+        "raylet.err",
+    ]
+    # The example goes to the head only: the driver is the one program it runs.
+    examples = [(u.host, u.resource) for u in p.uploads if u.package == "console.examples"]
+    assert examples == [("n0", "ray_train.py")]
+
+
+def test_temp_dirs_are_short_and_unique_per_job_and_host() -> None:
+    dirs = {plan_ray.temp_dir(j, h) for j in ("a" * 80, "b" * 80) for h in ("n0", "n1")}
+    assert len(dirs) == 4
+    # Ray's sockets live under it: <dir>/session_<date>_<time>_<us>_<pid>/sockets/raylet
+    # must stay within 107 bytes.
+    assert all(
+        len(d) + len("/session_2026-11-24_22-15-50_732637_4194304/sockets/plasma_store") <= 107
+        for d in dirs
+    )
+
+
+def test_no_gpus_flag_when_unknown_and_dashboard_on_all_interfaces() -> None:
+    p = plan(
+        ray_spec(ray_dashboard_host="0.0.0.0", ray_dashboard_port=8265),
+        inventory(),
+        job_id=JOB,
+    )
+    assert "--num-gpus" not in p.launches[0].argv[2]
+    assert "--dashboard-host 0.0.0.0 --dashboard-port 8265" in p.launches[0].argv[2]
+    assert "Ray dashboard: http://10.0.0.1:8265 (on n0)" in p.warnings
+    assert "--num-gpus 4" in plan(ray_spec(), inventory(gpus=4), job_id=JOB).launches[0].argv[2]
+
+
+def test_a_host_with_its_own_python_runs_its_own_ray() -> None:
+    p = plan(ray_spec(), inventory(python="/opt/py/bin/python3"), job_id=JOB)
+    assert "/opt/py/bin/python3 -m ray.scripts.scripts start --block" in p.launches[1].argv[2]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "words"),
+    [
+        ({"kind": "ddp", "ray_object_store": "1G"}, "ray_object_store", "only applies"),
+        ({"kind": "ps", "ray_dashboard_port": 8265}, "ray_dashboard_port", "only applies"),
+        ({"kind": "mpi", "ray_dashboard_host": "0.0.0.0"}, "ray_dashboard_host", "only applies"),
+        ({"kind": "ray", "ray_object_store": "10M"}, "ray_object_store", "at least 79M"),
+        ({"kind": "ray", "ray_object_store": "lots"}, "ray_object_store", "not a size"),
+        ({"kind": "ray", "ray_dashboard_port": 80}, "ray_dashboard_port", "between 1024"),
+        ({"kind": "ray", "ray_dashboard_host": "a b"}, "ray_dashboard_host", "not an address"),
+    ],
+)
+def test_spec_problems_name_the_field(fields: dict, field: str, words: str) -> None:
+    with pytest.raises(JobSpecError) as caught:
+        make_spec(program="example:ray", **fields)
+    assert caught.value.field == field and words in caught.value.detail
+
+
+def test_dashboard_port_inside_the_jobs_ray_ports_is_refused() -> None:
+    with pytest.raises(JobSpecError) as caught:
+        plan(ray_spec(ray_dashboard_port=4003), inventory(), job_id=JOB)
+    assert caught.value.field == "ray_dashboard_port" and "4000..4004" in caught.value.detail
+
+
+def test_cli_options_reach_the_spec_and_errors_name_the_option() -> None:
+    parser = argparse.ArgumentParser()
+    add_job_options(parser)
+    args = parser.parse_args(["--kind", "ray", "--ray-object-store", "2G"])
+    args.command = ["example:ray"]
+    assert spec_from_args(args).ray_object_store == 2_000_000_000
+    bad = parser.parse_args(["--kind", "ddp", "--ray-dashboard-port", "8265"])
+    bad.command = ["train.py"]
+    with pytest.raises(JobSpecError) as caught:
+        spec_from_args(bad)
+    assert caught.value.field == "--ray-dashboard-port"
+
+
+def test_export_refuses_a_ray_job_naming_kind() -> None:
+    with pytest.raises(JobSpecError) as caught:
+        job_shape(ray_spec(), inventory())  # type: ignore[arg-type]
+    assert caught.value.field == "kind" and "not exported" in caught.value.detail
+
+
+def test_the_scripts_are_valid_bash() -> None:
+    p = plan(ray_spec(), inventory(), job_id=JOB)
+    for launch in p.launches:
+        subprocess.run(["bash", "-n", "-c", launch.argv[2]], check=True)
