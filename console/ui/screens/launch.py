@@ -18,6 +18,7 @@ from textual.widgets import Checkbox, Footer, Header, Input, Label, Select, Sele
 
 from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
 from console.jobs.models import JobKind, JobPlan
+from console.jobs.netpresets import NET_PRESETS
 from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
 from console.jobs.spec import JobSpec, make_spec, parse_env
@@ -38,6 +39,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("ray_dashboard_host", "Ray dashboard host", "ray kind: listen address (default 127.0.0.1)"),
     ("ray_dashboard_port", "Ray dashboard port", "ray kind: default the master port + 1"),
     ("interface", "Interface", "NIC for NCCL/Gloo/MPI traffic (default: the host's)"),
+    ("ib_hca", "IB HCAs", "ib/roce: NCCL_IB_HCA, e.g. mlx5_0,mlx5_1 (default: NCCL picks)"),
     ("master_port", "Master port", "default: a free port on the master host"),
     ("name", "Name", "default: kind-program"),
     ("workdir", "Working directory", "default: each host's work_dir"),
@@ -50,6 +52,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port", "ray_dashboard_port")
 PS_ONLY = ("ps", "workers")
+NET_HCA = ("ib", "roce")  # the presets that take an HCA list (console/jobs/netpresets.py)
 RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 # The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
 KIND_EXAMPLES = {
@@ -69,6 +72,7 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
     errors: dict[str, str] = {}
     fields: dict[str, Any] = {"kind": values["kind"], "hosts": tuple(values["hosts"])}
     fields["fail_fast"] = bool(values.get("fail_fast", True))
+    fields["net"] = values.get("net") or "auto"  # as --net: JobSpec and the planner judge it
     fields["stop_on_hang"] = bool(values.get("stop_on_hang", False))
     for name, _, _ in TEXT_FIELDS:
         raw = str(values.get(name, "")).strip()
@@ -157,6 +161,8 @@ class LaunchScreen(Screen[str | None]):
                 )
                 yield Static("", id="error-hosts", classes="field-error", markup=False)
                 for name, label, placeholder in TEXT_FIELDS:
+                    if name == "interface":
+                        yield from self._net_preset()
                     yield Label(label, id=f"label-{name}")
                     yield Input(value=self._first_value(name), placeholder=placeholder, id=name)
                     if name == "total_steps":
@@ -182,6 +188,13 @@ class LaunchScreen(Screen[str | None]):
         yield Static("", id="launch-status", markup=False)
         yield Footer()
 
+    def _net_preset(self) -> ComposeResult:
+        """The network preset (--net); the preview shows the variables it sets."""
+        yield Label("Network preset (auto: NCCL picks)", id="label-net")
+        chosen = self.draft.fields.get("net", "auto") if self.draft else "auto"
+        yield Select([(n, n) for n in NET_PRESETS], value=chosen, allow_blank=False, id="net")
+        yield Static("", id="error-net", classes="field-error", markup=False)
+
     def on_mount(self) -> None:
         self.refresh_preview()
         self.query_one("#program", Input).focus()
@@ -203,7 +216,7 @@ class LaunchScreen(Screen[str | None]):
         self.draft = LaunchDraft(
             kind=values["kind"],
             hosts=tuple(values["hosts"]),
-            fields={name: values[name] for name, _, _ in TEXT_FIELDS},
+            fields={**{name: values[name] for name, _, _ in TEXT_FIELDS}, "net": values["net"]},
             fail_fast=values["fail_fast"],
             stop_on_hang=values["stop_on_hang"],
             preflight=self.query_one("#preflight", Checkbox).value,
@@ -214,6 +227,7 @@ class LaunchScreen(Screen[str | None]):
         values: dict[str, Any] = {
             "kind": str(self.query_one("#kind", Select).value),
             "hosts": list(self.query_one("#hosts", SelectionList).selected),
+            "net": str(self.query_one("#net", Select).value),
             "fail_fast": self.query_one("#fail_fast", Checkbox).value,
             "stop_on_hang": self.query_one("#stop_on_hang", Checkbox).value,
         }
@@ -232,6 +246,11 @@ class LaunchScreen(Screen[str | None]):
                 self.query_one(selector).display = shown
             if not shown:
                 values[name] = ""
+        hca = values["net"] in NET_HCA
+        for selector in ("#ib_hca", "#label-ib_hca", "#error-ib_hca"):
+            self.query_one(selector).display = hca
+        if not hca:
+            values["ib_hca"] = ""
         spec, errors = form_to_spec(values)
         preview = ""
         job: JobPlan | None = None
