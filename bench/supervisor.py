@@ -201,7 +201,11 @@ def main() -> None:
         # on every poll).
         dirs = start(root, job_id, args.procs, 0, supervised=True, hang_timeout=300.0)
         time.sleep(1)
-        pids = [int((d / "supervisor.pid").read_text()) for d in dirs]
+        # A follower's files carry its host's name (h0 leads).
+        pids = [
+            int((d / ("supervisor.pid" if i == 0 else f"supervisor.h{i}.pid")).read_text())
+            for i, d in enumerate(dirs)
+        ]
         sup_cpu = cpu_percent(pids, args.cpu_seconds)
         watch_args = {"job_dir": str(dirs[0]), "names": [f"rank-{i}" for i in range(args.procs)]}
         watch = subprocess.Popen(

@@ -30,6 +30,11 @@ FIRST = ("job.json", "supervisor.json", "events.jsonl", "hang/", ".sh", ".exit",
 
 
 def priority(relpath: str) -> int:
+    # A follower's records carry its host's name (supervisor.HOST.json, events.HOST.jsonl).
+    if relpath.startswith("supervisor.") and relpath.endswith(".json"):
+        return FIRST.index("supervisor.json")
+    if relpath.startswith("events.") and relpath.endswith(".jsonl"):
+        return FIRST.index("events.jsonl")
     for index, mark in enumerate(FIRST):
         if relpath.startswith(mark) or relpath.endswith(mark) or mark in relpath:
             return index

@@ -55,6 +55,17 @@ SUPERVISOR_PORT = "supervisor.port"
 SUPERVISOR_STATE = "supervisor.json"
 SUPERVISOR_LOG = "supervisor.log"
 FINAL_STATES = ("succeeded", "failed", "stopped")
+LOST_HOSTS = "lost-hosts"  # lost-hosts/HOST in a job directory: the console lost HOST
+
+
+def supervisor_file(name: str, host: str | None, leader: bool) -> str:
+    """A supervisor's file in the job directory: the leader's under the plain name (the
+    job's truth, where readers look), a follower's with its host in the name, since hosts
+    that share a home (NFS) share the job directory."""
+    if leader or not host:
+        return name
+    stem, dot, ext = name.rpartition(".")
+    return f"{stem}.{host}.{ext}" if dot else f"{name}.{host}"
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -196,14 +207,21 @@ def op_start(args: dict[str, Any]) -> None:
 def start_supervisor(job_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
     """Start the job's supervisor detached (its own session: the ssh session ending does
     not reach it, and it is no process's parent); the leader's port once it listens."""
-    write_atomic(os.path.join(job_dir, SUPERVISOR_SECRET), spec["secret"] + "\n", 0o600)
-    write_atomic(os.path.join(job_dir, SUPERVISOR_CONFIG), json.dumps(spec["config"]), 0o600)
-    write_atomic(os.path.join(job_dir, SUPERVISOR_SOURCE), spec["source"], 0o600)
-    with contextlib.suppress(OSError):
-        os.unlink(os.path.join(job_dir, SUPERVISOR_PORT))
-    with open(os.path.join(job_dir, SUPERVISOR_LOG), "ab") as log:
+    host = str(spec["config"]["host"])
+    leader = host == spec["config"]["leader"]
+
+    def mine(name: str) -> str:
+        return os.path.join(job_dir, supervisor_file(name, host, leader))
+
+    write_atomic(mine(SUPERVISOR_SECRET), spec["secret"] + "\n", 0o600)
+    write_atomic(mine(SUPERVISOR_CONFIG), json.dumps(spec["config"]), 0o600)
+    write_atomic(mine(SUPERVISOR_SOURCE), spec["source"], 0o600)
+    if leader:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(job_dir, SUPERVISOR_PORT))
+    with open(mine(SUPERVISOR_LOG), "ab") as log:
         child = subprocess.Popen(
-            [sys.executable, os.path.join(job_dir, SUPERVISOR_SOURCE), job_dir],
+            [sys.executable, mine(SUPERVISOR_SOURCE), job_dir, host],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -211,9 +229,9 @@ def start_supervisor(job_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
             close_fds=True,
             start_new_session=True,
         )
-    write_atomic(os.path.join(job_dir, SUPERVISOR_PID), f"{child.pid}\n")
+    write_atomic(mine(SUPERVISOR_PID), f"{child.pid}\n")
     started: dict[str, Any] = {"pid": child.pid}
-    if spec["config"]["host"] == spec["config"]["leader"]:
+    if leader:
         deadline = time.time() + 15
         while time.time() < deadline and child.poll() is None:
             port = read_text(os.path.join(job_dir, SUPERVISOR_PORT))
@@ -222,7 +240,7 @@ def start_supervisor(job_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
                 break
             time.sleep(0.02)
         if "port" not in started:
-            log_text = read_text(os.path.join(job_dir, SUPERVISOR_LOG)) or ""
+            log_text = read_text(mine(SUPERVISOR_LOG)) or ""
             started["error"] = "the supervisor did not listen: " + log_text[-500:]
     return started
 
@@ -239,12 +257,24 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
-def supervisor_record(job_dir: str) -> dict[str, Any] | None:
-    """What the host's supervisor last recorded, with ``alive``: None if it has none."""
-    pid_text = read_text(os.path.join(job_dir, SUPERVISOR_PID))
-    if pid_text is None:
+def supervisor_record(job_dir: str, host: str | None = None) -> dict[str, Any] | None:
+    """What ``host``'s supervisor last recorded, with ``alive``: None if it has none.
+    A follower's files carry its host's name; the leader's (and, without ``host``, the
+    only one there) have the plain names."""
+    names = [supervisor_file(SUPERVISOR_PID, host, False), SUPERVISOR_PID]
+    if host is None:
+        with contextlib.suppress(OSError):
+            names += sorted(
+                n for n in os.listdir(job_dir) if n.startswith("supervisor.") and n.endswith(".pid")
+            )
+    for pid_name in dict.fromkeys(names):
+        pid_text = read_text(os.path.join(job_dir, pid_name))
+        if pid_text is not None:
+            break
+    else:
         return None
-    text = read_text(os.path.join(job_dir, SUPERVISOR_STATE))
+    state_name = pid_name[: -len(".pid")]  # supervisor[.HOST]
+    text = read_text(os.path.join(job_dir, state_name + ".json"))
     try:
         record = json.loads(text) if text else {}
     except ValueError:
@@ -298,7 +328,7 @@ def op_inspect(args: dict[str, Any]) -> None:
         {
             "processes": reports,
             "marked": len(marked_pids(args["job_id"])),
-            "supervisor": supervisor_record(job_dir),
+            "supervisor": supervisor_record(job_dir, args.get("host")),
         }
     )
 
@@ -323,7 +353,7 @@ def op_watch(args: dict[str, Any]) -> None:
     def supervised() -> bool:
         """Report what the supervisor records when it changes; True while it runs on."""
         nonlocal shown, last
-        record = supervisor_record(job_dir)
+        record = supervisor_record(job_dir, args.get("host"))
         if record is None:
             return False
         summary = {k: v for k, v in record.items() if k not in ("heartbeat", "pid")}
@@ -442,8 +472,22 @@ def op_free_port(args: dict[str, Any]) -> None:
         emit({"port": sock.getsockname()[1]})
 
 
+def op_host_lost(args: dict[str, Any]) -> None:
+    """The console lost ``host`` (its ssh connection dropped and it answers no more):
+    a note the supervisors here read, so a host whose supervisor's connection closed
+    (which alone reads unsupervised) counts as lost (supervisor.py's peers)."""
+    host = str(args["host"])
+    if not host or "/" in host or host.startswith("."):
+        raise ValueError(f"host-lost: not a host name: {host!r}")
+    notes = os.path.join(os.path.expanduser(args["job_dir"]), LOST_HOSTS)
+    os.makedirs(notes, exist_ok=True)
+    write_atomic(os.path.join(notes, host), str(args.get("why") or "") + "\n")
+    emit({"noted": host})
+
+
 OPS = {
     "start": op_start,
+    "host-lost": op_host_lost,
     "watch": op_watch,
     "inspect": op_inspect,
     "stop": op_stop,

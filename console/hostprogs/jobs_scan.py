@@ -1,7 +1,9 @@
 """The jobs scan: which jobs a host holds, read from its job directories.
 
 Sent on stdin to ``python3 -u - ARGS_JSON`` (no setup line: standard library only,
-Python >= 3.7). ``ARGS_JSON``: ``{"roots": [job root, ...], "known": [job id, ...]}``.
+Python >= 3.7). ``ARGS_JSON``: ``{"roots": [job root, ...], "known": [job id, ...],
+"host": the inventory's name of this host}`` (a follower's supervisor files carry its
+host's name, ``supervisor.HOST.json``: hosts that share a home share job directories).
 Every directory under each root (``<work_dir>/.distconsole/jobs``) is one job; for each
 the scan prints one JSON line::
 
@@ -96,13 +98,36 @@ def processes(job_dir: str, names: list[str], machine: str, groups: set[int]) ->
     return found
 
 
+def supervisor_names(job_dir: str, host: str | None) -> tuple[str, str]:
+    """(record, pid) file names of ``host``'s supervisor: a follower's carry its host's
+    name (hosts that share a home share the job directory), the leader's are plain."""
+    if host and os.path.exists(os.path.join(job_dir, f"supervisor.{host}.pid")):
+        return f"supervisor.{host}.json", f"supervisor.{host}.pid"
+    if host is None and not os.path.exists(os.path.join(job_dir, SUPERVISOR_PID)):
+        try:
+            named = sorted(
+                n for n in os.listdir(job_dir) if n.startswith("supervisor.") and n.endswith(".pid")
+            )
+        except OSError:
+            named = []
+        if named:
+            return named[0][: -len(".pid")] + ".json", named[0]
+    return SUPERVISOR_FILE, SUPERVISOR_PID
+
+
 def scan_job(
-    job_dir: str, job_id: str, known: set[str], machine: str, groups: set[int]
+    job_dir: str,
+    job_id: str,
+    known: set[str],
+    machine: str,
+    groups: set[int],
+    host: str | None = None,
 ) -> dict[str, Any]:
     document = read_json(os.path.join(job_dir, JOB_FILE), MAX_DOCUMENT_BYTES)
     if isinstance(document, dict) and job_id in known:
         document.pop("plan", None)  # the console has it; a big plan costs transfer
-    pid_text = read_text(os.path.join(job_dir, SUPERVISOR_PID))
+    record_name, pid_name = supervisor_names(job_dir, host)
+    pid_text = read_text(os.path.join(job_dir, pid_name))
     supervisor_pid = int(pid_text) if pid_text and pid_text.isdigit() else None
     try:
         entries = os.listdir(job_dir)
@@ -118,7 +143,7 @@ def scan_job(
         "job": job_id,
         "dir": job_dir,
         "document": document if isinstance(document, dict) else None,
-        "supervisor": read_json(os.path.join(job_dir, SUPERVISOR_FILE)),
+        "supervisor": read_json(os.path.join(job_dir, record_name)),
         "supervisor_pid": supervisor_pid,
         "supervisor_alive": None if supervisor_pid is None else pid_alive(supervisor_pid),
         "processes": procs,
@@ -146,7 +171,7 @@ def main() -> None:
             if job_dir in seen or not os.path.isdir(job_dir):
                 continue
             seen.add(job_dir)
-            emit(scan_job(job_dir, job_id, known, machine, groups))
+            emit(scan_job(job_dir, job_id, known, machine, groups, args.get("host")))
             count += 1
     emit({"done": count})
     sys.stdout.flush()

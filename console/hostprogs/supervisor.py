@@ -1,22 +1,25 @@
 """The job's supervisor: one per host of a job, started detached by ``jobctl start``.
 
-It watches its host's processes of the job (their ``.exit`` files and process groups, as
-jobctl records them) and talks to the other hosts' supervisors over TCP on the training
-network (hosts often have no SSH to each other), every message signed with the job's
-secret (``supervisor_wire.py``). The leader (the job's first host) listens; followers
-connect to it, report their processes' ends and send heartbeats; the leader feeds the
-job's policy (``supervisor_policy.py``) and, when it says so, orders every host to stop
-(TERM, then KILL after the grace). A follower that loses the leader stops its own
-processes; the leader that loses a follower fails the job naming the host. The job's
-truth goes to ``supervisor.json`` (the leader's is the job's, a follower's holds its own
-processes) and ``events.jsonl`` in the job directory; the supervisor exits once the job
-has ended. It is nobody's parent: if it dies, training runs on (the console then shows
-the job unsupervised).
+This part is the main loop. It watches its host's processes of the job
+(``supervisor_local.py``) and talks to the other hosts' supervisors over TCP on the
+training network (``supervisor_peers.py``; hosts often have no SSH to each other), every
+message signed with the job's secret (``supervisor_wire.py``). The leader (the job's
+first host) listens; followers connect to it, report their processes' ends and send
+heartbeats; the leader feeds the job's policy (``supervisor_policy.py``) and, when it
+says so, orders every host to stop (TERM, then KILL after the grace). A host that goes
+silent is lost (fail-fast); a host whose supervisor ended while the host lives reads
+unsupervised and its training runs on (see ``supervisor_peers.py``). The job's truth goes
+to ``supervisor.json`` (the leader's is the job's, a follower's, named
+``supervisor.HOST.json``, holds its own processes) and ``events.jsonl`` (a follower's:
+``events.HOST.jsonl``) in the job directory; the supervisor exits once the job has
+ended. It is nobody's parent: if it dies, training runs on. Every 15 s it takes one GPU
+sample of the job's GPUs (``hang_capture.py``'s ``hang_gpu_sample``).
 
-One source on the host: ``jobctl.py`` (without its main), ``failure_lines.py``,
-``supervisor_wire.py``, ``supervisor_policy.py``, ``hang_capture.py`` (when present),
-then this file (see ``console/jobs/supervisor_program.py``), run as
-``python3 JOB_DIR/supervisor.py JOB_DIR``. Standard library only, Python >= 3.7.
+One source on the host, assembled by ``supervisor_source.py``: ``jobctl.py`` (without
+its main), ``failure_lines.py``, ``supervisor_wire.py``, ``supervisor_policy.py``,
+``hang_capture.py`` (when present), ``supervisor_local.py``, ``supervisor_peers.py``,
+then this file, run as ``python3 JOB_DIR/supervisor[.HOST].py JOB_DIR HOST``. Standard
+library only, Python >= 3.7.
 """
 
 from __future__ import annotations
@@ -33,220 +36,41 @@ from collections.abc import Callable
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.failure_lines import first_error
-    from console.hostprogs.jobctl import (
-        STOP_REQUESTED,
-        exit_status,
-        job_pgids,
-        marked_pids,
-        read_text,
-        write_atomic,
+    from console.hostprogs.jobctl import STOP_REQUESTED, read_text, write_atomic
+    from console.hostprogs.supervisor_local import (
+        SUPERVISOR_VERSION,
+        SV_CONFIG,
+        SV_EVENTS,
+        SV_GPU_EVERY_S,
+        SV_PID,
+        SV_PORT,
+        SV_SECRET,
+        SV_STATE,
+        SvLocal,
+        sv_path,
     )
-    from console.hostprogs.supervisor_policy import (
-        FAILED,
-        HangSeen,
-        HostSilent,
-        JobPolicy,
-        PolicyProcess,
-        ProcessEnded,
-        StopAsked,
-    )
-    from console.hostprogs.supervisor_wire import WireGuard, WireRefused, wire_pack
-
-SUPERVISOR_PROGRAM = "supervisor"
-SUPERVISOR_VERSION = 1  # of supervisor.json and the wire messages
-SV_CONFIG = "supervisor-config.json"
-SV_SECRET = "supervisor.secret"
-SV_PID = "supervisor.pid"
-SV_PORT = "supervisor.port"
-SV_STATE = "supervisor.json"
-SV_EVENTS = "events.jsonl"
-SV_LOG = "supervisor.log"
-SV_TAIL_LINES = 15
-SV_SEARCHED_BYTES = 64 * 1024  # of each failed process's output, for the first error
-SV_FINAL = ("succeeded", "failed", "stopped")
+    from console.hostprogs.supervisor_peers import SvPeer, SvPeers
+    from console.hostprogs.supervisor_policy import HangSeen, JobPolicy, PolicyProcess, ProcessEnded
+    from console.hostprogs.supervisor_wire import WireGuard
 
 
-def sv_signal_name(code: int | None) -> str | None:
-    """The signal a shell's status 128+N reports (the wrapper records ``$?``)."""
-    if code is None or code <= 128 or code > 128 + 64:
-        return None
-    try:
-        return signal.Signals(code - 128).name
-    except ValueError:
-        return None
-
-
-def sv_tail(path: str, limit: int) -> list[str]:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - limit))
-            data = handle.read()
-    except OSError:
-        return []
-    lines = data.decode(errors="replace").splitlines()
-    return lines[1:] if size > limit and lines else lines
-
-
-class SvLocal:
-    """This host's processes of the job: which ended, how, and stopping them."""
-
-    def __init__(self, job_dir: str, job_id: str, procs: list[dict[str, Any]]) -> None:
-        self.job_dir = job_dir
-        self.job_id = job_id
-        self.procs = {p["name"]: p for p in procs}
-        self.pgids = job_pgids(job_dir, list(self.procs))
-        self.ended: dict[str, dict[str, Any]] = {}
-        self.term_at: float | None = None
-        self.kill_at: float | None = None
-        self.groups: set = set()
-
-    def poll(self, stop_asked_at: float | None) -> list[dict[str, Any]]:
-        """Processes found ended since the last poll: a status file, or a vanished group."""
-        found = []
-        for name in self.procs:
-            if name in self.ended:
-                continue
-            status = exit_status(self.job_dir, name)
-            if status is None and self._alive(name):
-                continue
-            if status is None:
-                status = exit_status(self.job_dir, name)  # written as the group ended
-            at = time.time()
-            with contextlib.suppress(OSError):
-                at = os.stat(os.path.join(self.job_dir, name + ".exit")).st_mtime
-            end = {
-                "name": name,
-                "exit_code": status,
-                "signal": sv_signal_name(status),
-                "at": at,
-                "stop_requested": stop_asked_at is not None and at >= stop_asked_at,
-                "lines": [],
-                "first_error": [],
-            }
-            if status != 0 and not end["stop_requested"] and self.term_at is None:
-                end["lines"], end["first_error"] = self._why(name)
-            self.ended[name] = end
-            found.append(end)
-        return found
-
-    def _alive(self, name: str) -> bool:
-        pgid = self.pgids.get(name)
-        if pgid is None:
-            self.pgids.update(job_pgids(self.job_dir, [name]))
-            pgid = self.pgids.get(name)
-            if pgid is None:
-                return False
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
-    def _why(self, name: str) -> tuple[list[str], list[str]]:
-        """The failed process's last output lines and the first error before them."""
-        lines: list[str] = []
-        cause: list[str] = []
-        for path in self.procs[name].get("logs") or []:
-            path = os.path.expanduser(path)
-            lines += sv_tail(path, 8 * 1024)[-SV_TAIL_LINES:]
-            found = list(first_error(sv_tail(path, SV_SEARCHED_BYTES)))
-            if found and not cause:
-                cause = found
-        lines = lines[-2 * SV_TAIL_LINES :]
-        if set(cause) <= set(lines):
-            cause = []  # the last lines already show it
-        return lines, cause
-
-    @property
-    def all_ended(self) -> bool:
-        return len(self.ended) == len(self.procs)
-
-    def stop(self, grace: float) -> None:
-        """TERM every process group of the job here and every marked process (torchrun's
-        workers lead sessions of their own); KILL follows in :meth:`tick`."""
-        if self.term_at is not None:
-            return
-        self.term_at = time.time()
-        self.kill_at = self.term_at + grace
-        self.groups = set(job_pgids(self.job_dir, list(self.procs)).values())
-        self._signal(signal.SIGTERM)
-
-    def tick(self) -> None:
-        if self.kill_at is not None and time.time() >= self.kill_at:
-            self.kill_at = None
-            self._signal(signal.SIGKILL)
-
-    def _signal(self, sig: int) -> None:
-        me = os.getpgrp()
-        for pgid in sorted(self.groups):
-            if pgid != me:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pgid, sig)
-        for pid in marked_pids(self.job_id):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                pgid = os.getpgid(pid)
-                if pgid != me and pgid not in self.groups:
-                    self.groups.add(pgid)
-                    os.killpg(pgid, sig)
-                else:
-                    os.kill(pid, sig)
-
-    def leftovers(self) -> list[int]:
-        return marked_pids(self.job_id)
-
-
-class SvPeer:
-    """One TCP connection to another supervisor: buffered signed lines both ways."""
-
-    def __init__(self, sock: socket.socket, address: str) -> None:
-        self.sock = sock
-        self.address = address
-        self.host: str | None = None  # known once its hello was accepted
-        self.buffer = b""
-        self.last_seen = time.time()
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def send(self, data: bytes) -> bool:
-        try:
-            self.sock.sendall(data)
-            return True
-        except OSError:
-            return False
-
-    def lines(self) -> list[bytes] | None:
-        """Complete lines read now; None when the connection closed."""
-        try:
-            data = self.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except OSError:
-            return None
-        if not data:
-            return None
-        self.buffer += data
-        *done, self.buffer = self.buffer.split(b"\n")
-        return done
-
-
-class Supervisor:
+class Supervisor(SvPeers):
     """The loop: local processes, peers, policy, state file (see the module doc)."""
 
-    def __init__(self, job_dir: str) -> None:
+    def __init__(self, job_dir: str, host: str | None = None) -> None:
         self.job_dir = job_dir
-        cfg = json.loads(read_text(os.path.join(job_dir, SV_CONFIG)) or "{}")
+        # A follower's config carries its host's name; the leader's (or, started without
+        # a host, the only one) the plain name.
+        config = sv_path(job_dir, SV_CONFIG, host or "", False)
+        if not os.path.exists(config):
+            config = os.path.join(job_dir, SV_CONFIG)
+        cfg = json.loads(read_text(config) or "{}")
         self.cfg = cfg
         self.job_id = str(cfg["job_id"])
         self.host = str(cfg["host"])
         self.leader_host = str(cfg["leader"])
         self.is_leader = self.host == self.leader_host
-        secret = bytes.fromhex(read_text(os.path.join(job_dir, SV_SECRET)) or "")
+        secret = bytes.fromhex(read_text(self.path(SV_SECRET)) or "")
         self.secret = secret
         self.guard = WireGuard(secret, self.job_id)
         self.grace = float(cfg.get("grace", 10.0))
@@ -289,12 +113,18 @@ class Supervisor:
         self.leader_error = "not connected yet"
         self.linger_until = 0.0
         self.leader_lost = False
+        self.unsupervised: dict[str, dict[str, Any]] = {}
+        self.last_connect = 0.0
+        self.last_gpu = 0.0
 
     # -- records -------------------------------------------------------------------------
 
+    def path(self, name: str) -> str:
+        return sv_path(self.job_dir, name, self.host, self.is_leader)
+
     def event(self, event: str, **details: Any) -> None:
         line = dict(details, t=time.time(), host=self.host, event=event)
-        with open(os.path.join(self.job_dir, SV_EVENTS), "a") as handle:
+        with open(self.path(SV_EVENTS), "a") as handle:
             handle.write(json.dumps(line) + "\n")
 
     def state(self) -> str:
@@ -346,15 +176,16 @@ class Supervisor:
             "first_failure": self.first_failure(),
             "hang": self.hang,
             "processes": processes,
+            "unsupervised": self.unsupervised,  # host -> {at, why}: its supervisor ended
         }
-        write_atomic(os.path.join(self.job_dir, SV_STATE), json.dumps(record) + "\n")
+        write_atomic(self.path(SV_STATE), json.dumps(record) + "\n")
         self.last_write = now
         self.dirty = False
 
     # -- the loop ------------------------------------------------------------------------
 
     def run(self) -> None:
-        write_atomic(os.path.join(self.job_dir, SV_PID), f"{os.getpid()}\n")
+        write_atomic(self.path(SV_PID), f"{os.getpid()}\n")
         if self.is_leader:
             self.listen()
         self.event("supervisor-started", leader=self.is_leader, pid=os.getpid())
@@ -394,6 +225,7 @@ class Supervisor:
             self.beat()
             self.check_silence()
             self.check_hang()
+            self.gpu_sample()
         self.maybe_finish()
         self.write()
 
@@ -446,180 +278,6 @@ class Supervisor:
                     }
                 )
 
-    # -- peers ---------------------------------------------------------------------------
-
-    def accept(self) -> None:
-        assert self.listener is not None
-        try:
-            sock, address = self.listener.accept()
-        except OSError:
-            return
-        sock.setblocking(False)
-        self.peers.append(SvPeer(sock, f"{address[0]}:{address[1]}"))
-
-    def connect(self) -> None:
-        address = (str(self.cfg["leader_address"]), int(self.cfg["leader_port"]))
-        try:
-            sock = socket.create_connection(address, timeout=min(2.0, self.silence_s))
-        except OSError as exc:
-            self.leader_error = str(exc)
-            return
-        sock.setblocking(False)
-        self.leader = SvPeer(sock, f"{address[0]}:{address[1]}")
-        self.leader.host = self.leader_host
-        self.leader_seen = time.time()
-        self.ever_connected = True
-        self.send_leader({"type": "hello", "host": self.host})
-        for end in self.local.ended.values():
-            self.send_leader({"type": "ended", "end": end})  # again: the leader ignores repeats
-
-    def send_leader(self, message: dict[str, Any]) -> None:
-        if self.leader is not None and not self.leader.send(self.pack(message)):
-            self.drop(self.leader, "send failed")
-
-    def pack(self, message: dict[str, Any]) -> bytes:
-        return wire_pack(self.secret, self.job_id, dict(message, sender=self.host))
-
-    def broadcast(self, message: dict[str, Any]) -> None:
-        data = self.pack(message)
-        for peer in list(self.peers):
-            if peer.host is not None and not peer.send(data):
-                self.drop(peer, "send failed")
-
-    def drop(self, peer: SvPeer, why: str) -> None:
-        with contextlib.suppress(OSError):
-            peer.sock.close()
-        if peer is self.leader:
-            self.leader = None
-            self.leader_error = why
-        elif peer in self.peers:
-            self.peers.remove(peer)
-            if peer.host is not None:
-                self.event("peer-disconnected", peer=peer.host, why=why)
-
-    def receive(self, peer: SvPeer) -> None:
-        lines = peer.lines()
-        if lines is None:
-            self.drop(peer, "connection closed")
-            return
-        for line in lines:
-            try:
-                message = self.guard.open(line)
-            except WireRefused as exc:
-                self.event("refused", peer=peer.address, why=str(exc))
-                self.drop(peer, f"refused: {exc}")
-                return
-            peer.last_seen = time.time()
-            if peer is self.leader:
-                self.leader_seen = peer.last_seen
-                self.from_leader(message)
-            else:
-                self.from_follower(peer, message)
-
-    def from_follower(self, peer: SvPeer, message: dict[str, Any]) -> None:
-        kind = message.get("type")
-        sender = str(message.get("sender"))
-        if kind == "hello":
-            if sender not in self.followers:
-                self.event("refused", peer=peer.address, why=f"{sender!r} is no host of the job")
-                self.drop(peer, "not a host of the job")
-                return
-            peer.host = sender
-            self.seen_hosts.add(sender)
-            self.event("peer-connected", peer=sender, address=peer.address)
-            if self.policy.stop_ordered_at is not None:
-                peer.send(
-                    self.pack(
-                        {
-                            "type": "stop",
-                            "state": self.policy.verdict,
-                            "first_failure": self.first_failure(),
-                        }
-                    )
-                )
-            return
-        if peer.host is None:
-            self.drop(peer, "no hello")
-            return
-        if kind == "ended":
-            self.feed_end(peer.host, dict(message.get("end") or {}))
-        elif kind == "beat":
-            if isinstance(message.get("progress"), (int, float)):
-                self.progress[peer.host] = float(message["progress"])
-        elif kind == "stop":
-            # The job's own stop: the only thing a peer may ask.
-            self.event("stop-asked", peer=peer.host)
-            self.apply(self.policy.feed(StopAsked(peer.host, time.time())))
-
-    def from_leader(self, message: dict[str, Any]) -> None:
-        kind = message.get("type")
-        if kind in ("stop", "final"):
-            if self.remote_verdict is None or kind == "final":
-                self.remote_verdict = {
-                    "state": message.get("state") or FAILED,
-                    "first_failure": message.get("first_failure"),
-                    "final": kind == "final",
-                }
-                self.dirty = True
-            if kind == "stop" and self.local.term_at is None:
-                self.event("stop-ordered", by=self.leader_host, state=message.get("state"))
-                self.local.stop(self.grace)
-        elif kind == "capture":
-            self.capture()
-
-    def beat(self) -> None:
-        progress = self.local_progress()
-        if self.is_leader:
-            self.broadcast({"type": "beat"})
-        else:
-            self.send_leader({"type": "beat", "progress": progress})
-
-    def check_silence(self) -> None:
-        now = time.time()
-        if self.is_leader:
-            connected = {p.host for p in self.peers if p.host is not None}
-            for peer in list(self.peers):
-                if peer.host is not None and now - peer.last_seen > self.silence_s:
-                    self.drop(peer, f"no heartbeat for {now - peer.last_seen:.0f} s")
-            for host in self.followers:
-                if host in connected and any(p.host == host for p in self.peers):
-                    self.silent_since.pop(host, None)
-                    continue
-                if self.follower_done(host):
-                    continue
-                since = self.silent_since.setdefault(
-                    host, now if host in self.seen_hosts else self.started_at
-                )
-                # A host that never connected gets the start's time, unless the job is
-                # already decided (then nobody waits long for its word).
-                seen = host in self.seen_hosts or self.policy.verdict is not None
-                limit = self.silence_s if seen else self.connect_s
-                if now - since > limit:
-                    why = "connection lost" if host in self.seen_hosts else "never connected"
-                    self.silent(host, f"{why} (its supervisor was silent for {now - since:.0f} s)")
-            self.seen_hosts |= connected
-            return
-        limit = self.silence_s if self.ever_connected else self.connect_s
-        if self.leader is None and not self.leader_lost and now - self.leader_seen > limit:
-            self.silent(
-                self.leader_host,
-                f"connection lost (the leader's supervisor was silent for "
-                f"{now - self.leader_seen:.0f} s: {self.leader_error})",
-            )
-        elif self.leader is not None and now - self.leader_seen > self.silence_s:
-            self.drop(self.leader, f"no heartbeat for {now - self.leader_seen:.0f} s")
-
-    def follower_done(self, host: str) -> bool:
-        return all(p.key in self.policy.ended for p in self.policy.processes if p.host == host)
-
-    def silent(self, host: str, reason: str) -> None:
-        self.event("host-silent", peer=host, why=reason)
-        if host == self.leader_host and not self.is_leader:
-            self.leader_lost = True
-            # Judge alone: the leader's processes are out of sight, so they count as lost.
-            self.policy.processes.append(PolicyProcess(host, "(leader)", "leader"))
-        self.apply(self.policy.feed(HostSilent(host, reason, time.time())))
-
     # -- hang (hang_capture.py's functions when that part is present) --------------------
 
     def local_progress(self) -> float | None:
@@ -646,6 +304,18 @@ class Supervisor:
         self.capture()
         self.apply(self.policy.feed(HangSeen(time.time(), idle, self.stop_on_hang)))
 
+    def gpu_sample(self) -> None:
+        """One GPU sample of the job's GPUs every SV_GPU_EVERY_S (nothing without a GPU
+        tool; the hang part remembers that)."""
+        now = time.time()
+        if self.hang_api is None or now - self.last_gpu < SV_GPU_EVERY_S:
+            return
+        self.last_gpu = now
+        try:
+            self.hang_api["gpu"](self.job_dir)
+        except Exception as exc:  # a sample must never take the supervisor down
+            self.event("gpu-sample-failed", why=repr(exc))
+
     def capture(self) -> None:
         if self.hang_api is None:
             return
@@ -671,7 +341,7 @@ class Supervisor:
         if not self.local.all_ended:
             return
         if self.is_leader:
-            if not self.policy.over:
+            if not (self.policy.over or self.decided_without_unsupervised()):
                 return
             if self.ended_at is None:
                 self.ended_at = time.time()
@@ -690,12 +360,23 @@ class Supervisor:
                 self.finish()
             return
         verdict = self.remote_verdict
-        # Without the leader's final word only once the leader is lost for good.
-        if (verdict is not None and verdict.get("final")) or self.leader_lost:
+        # Without the leader's final word only once the leader is lost for good, or its
+        # supervisor ended (then this host's part is judged here alone).
+        alone = self.leader_lost or self.leader_host in self.unsupervised
+        if (verdict is not None and verdict.get("final")) or alone:
             if self.ended_at is None:
                 self.ended_at = time.time()
                 self.event("final", state=self.state(), first_failure=self.first_failure())
             self.finish()
+
+    def decided_without_unsupervised(self) -> bool:
+        """The job is decided and what still runs is on hosts whose supervisor ended:
+        nothing here can stop those (the console can, over ssh), so do not wait on them."""
+        if self.policy.verdict is None or not self.unsupervised:
+            return False
+        return all(
+            p.key in self.policy.ended or p.host in self.unsupervised for p in self.policy.processes
+        )
 
     def finish(self) -> None:
         deadline = time.time() + 3.0
@@ -718,7 +399,7 @@ def sv_hang_api() -> dict[str, Callable[..., Any]] | None:
 
 def supervisor_main() -> None:
     job_dir = os.path.abspath(sys.argv[1])
-    supervisor = Supervisor(job_dir)
+    supervisor = Supervisor(job_dir, sys.argv[2] if len(sys.argv) > 2 else None)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         supervisor.run()

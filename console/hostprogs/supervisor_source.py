@@ -2,7 +2,8 @@
 
 jobctl comes first without its entry point (the supervisor uses its process-table and
 job-file helpers), then the failure-line rule (the console's own, one copy), the wire,
-the policy, H2's hang capture when that file is present, and the supervisor itself.
+the policy, H2's hang capture when that file is present, and the supervisor's own
+parts: its local processes, its peers, and its main loop.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ PARTS = (
     "supervisor_wire.py",
     "supervisor_policy.py",
     "hang_capture.py",  # optional: hang detection is off without it
+    "supervisor_local.py",
+    "supervisor_peers.py",
     "supervisor.py",
 )
 

@@ -102,9 +102,14 @@ def _json(host: str, line: str) -> dict[str, Any]:
     return value
 
 
-def scan_program(roots: Sequence[str], known: Iterable[str] = ()) -> HostProgram:
+def scan_program(
+    roots: Sequence[str], known: Iterable[str] = (), host: str | None = None
+) -> HostProgram:
     source = resources.files("console.hostprogs").joinpath("jobs_scan.py").read_text()
-    args = json.dumps({"roots": list(roots), "known": sorted(known)}, separators=(",", ":"))
+    # The host's name picks its own supervisor's files where hosts share a home.
+    args = json.dumps(
+        {"roots": list(roots), "known": sorted(known), "host": host}, separators=(",", ":")
+    )
     return HostProgram(jobs_scan.PROGRAM, source, (args,))
 
 
@@ -112,7 +117,8 @@ async def scan_host(
     conn: HostConnection, *, known: Iterable[str] = (), timeout: float = SCAN_TIMEOUT_S
 ) -> list[HostJob]:
     """Every job directory under ``conn``'s host's job root (raises TransportError)."""
-    sent = shipment(conn.host, scan_program([job_root(conn.host)], known), setup=False)
+    program = scan_program([job_root(conn.host)], known, conn.host.name)
+    sent = shipment(conn.host, program, setup=False)
     result = await conn.run(sent.command, input=sent.stdin, timeout=timeout)
     if not result.ok:
         detail = (result.stderr.strip().splitlines() or ["no output"])[-1]

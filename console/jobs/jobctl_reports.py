@@ -95,6 +95,8 @@ class SupervisorRecord:
     hang: Mapping[str, Any] | None
     # name (the leader's own) or "host/name" -> {"host", "rank", "exit_code", "signal", "ended_at"}
     processes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # hosts whose supervisor ended while they live (the leader's note; a follower's: its leader)
+    unsupervised: tuple[str, ...] = ()
 
     @property
     def final(self) -> bool:
@@ -119,6 +121,7 @@ class SupervisorRecord:
             processes={
                 str(k): v for k, v in (raw.get("processes") or {}).items() if isinstance(v, dict)
             },
+            unsupervised=tuple(str(h) for h in raw.get("unsupervised") or ()),
         )
 
 

@@ -200,7 +200,10 @@ def stuck_rank(captures: Mapping[str, Mapping[str, Any]]) -> str | None:
 def process_lines(bundles: Sequence[HostBundle]) -> list[str]:
     lines = []
     for bundle in bundles:
-        supervisor = bundle.json("supervisor.json") or {}
+        # A follower's record carries its host's name (hosts may share a home).
+        supervisor = (
+            bundle.json(f"supervisor.{bundle.host}.json") or bundle.json("supervisor.json") or {}
+        )
         recorded = supervisor.get("processes") or {}
         names = sorted(
             {n[: -len(".sh")] for n in bundle.files if n.endswith(".sh") and "/" not in n}
@@ -267,15 +270,21 @@ def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
 
 def timeline(bundles: Sequence[HostBundle]) -> list[dict[str, Any]]:
     events = []
+    seen = set()
     for bundle in bundles:
-        for line in bundle.text("events.jsonl").splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                event.setdefault("host", bundle.host)
-                events.append(event)
+        # events.jsonl (the leader's or a host's own) and events.HOST.jsonl (a follower's);
+        # hosts that share a home bundle the same files: each line once.
+        names = [n for n in bundle.files if n.startswith("events.") and n.endswith(".jsonl")]
+        for name in sorted(names):
+            for line in bundle.text(name).splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and line not in seen:
+                    seen.add(line)
+                    event.setdefault("host", bundle.host)
+                    events.append(event)
     return sorted(events, key=_event_time)
 
 

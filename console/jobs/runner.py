@@ -232,6 +232,7 @@ class JobRunner(JobWatch):
             "job_id": job.id,
             "job_dir": remote_ops.host_job_dir(job.plan, host),
             "names": [p.name for p in job.on_host(host)],
+            "host": host,  # hosts sharing a home share job_dir: its supervisor's files
         }
         data = await self._jobctl(host, "inspect", args, timeout=20)
         return jobctl_reports.inspected(data)

@@ -144,3 +144,13 @@ def failure_of(job: Job, record: SupervisorRecord) -> JobFailure | None:
 def unsupervised(records: Mapping[str, SupervisorRecord]) -> bool:
     """A supervisor was started but none runs any more while the job has not ended."""
     return bool(records) and not any(r.alive for r in records.values())
+
+
+def unsupervised_hosts(records: Mapping[str, SupervisorRecord]) -> list[str]:
+    """Hosts whose supervisor ended before its part of the job did (their training runs
+    on; the others' supervisors keep the job), and those the leader's record names."""
+    dead = [h for h, r in records.items() if not r.alive and not r.final]
+    for record in records.values():
+        if record.leader and record.alive:
+            dead += [h for h in record.unsupervised if h not in dead]
+    return dead

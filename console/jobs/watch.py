@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Iterable
 
-from console.errors import TransportError
+from console.errors import JobError, TransportError
 from console.hostprogs.supervisor_policy import JobPolicy, ProcessEnded
 from console.jobs import remote_ops, supervision
 from console.jobs.control import JobControl
@@ -57,7 +57,12 @@ class JobWatch(JobControl):
             pending = [p.name for p in job.on_host(host) if not p.ended]
             if not pending and not job.supervised:
                 return
-            args = {"job_dir": job_dir, "names": pending, "interval": self.watch_interval_s}
+            args = {
+                "job_dir": job_dir,
+                "names": pending,
+                "interval": self.watch_interval_s,
+                "host": host,  # hosts sharing a home share job_dir: its supervisor's files
+            }
             command = remote_ops.jobctl_command(self._host(host), "watch", args)
             try:
                 remote = await self._conn(host).start(command)
@@ -110,9 +115,12 @@ class JobWatch(JobControl):
         message = f"{host}: connection lost ({reason})"
         job.lost_hosts[host] = reason
         if job.supervised:
-            # The supervisors notice the silent host themselves, stop the rest and record
-            # the verdict; wait for it on the hosts still reachable.
+            # The supervisors notice a silent host themselves, stop the rest and record
+            # the verdict; wait for it on the hosts still reachable. A host killed whole
+            # on a live kernel closes its supervisor's connection, which alone reads
+            # "unsupervised": tell the others this host is lost.
             job._publish(JobEvent(job.id, job.state, host, message=message, host_lost=True))
+            await self._tell_lost(job, host, reason)
             job._watchers[f"{host}-lost"] = asyncio.create_task(self._await_verdict(job, host))
             return
         if job.failure is None:
@@ -136,6 +144,18 @@ class JobWatch(JobControl):
         job.stopping = True
         job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
         self._finish(job, JobState.FAILED)
+
+    async def _tell_lost(self, job: Job, lost: str, reason: str) -> None:
+        """``jobctl host-lost`` on every other host of the job (best effort: a host
+        this console cannot reach either learns nothing from it)."""
+
+        async def tell(host: str) -> None:
+            args = {"job_dir": remote_ops.host_job_dir(job.plan, host), "host": lost}
+            with contextlib.suppress(TransportError, JobError):
+                await self._jobctl(host, "host-lost", dict(args, why=reason), timeout=10)
+
+        others = [h for h in job.plan.job_dirs if h != lost and h not in job.lost_hosts]
+        await asyncio.gather(*(tell(h) for h in others))
 
     def _verdict_wait_s(self) -> float:
         return supervision.SILENCE_S + self.grace_s + POLICY_SETTLE_S
@@ -165,9 +185,12 @@ class JobWatch(JobControl):
                     job.failure = await self._failure(job, info)
             self._finish(job, found.state)
             return
-        if supervision.unsupervised(job.supervisors):
-            self._set_state(job, JobState.UNSUPERVISED, message=f"{host}: no supervisor runs")
-            await self._judge_unsupervised(job)
+        dead = supervision.unsupervised_hosts(job.supervisors)
+        if dead:
+            message = f"{', '.join(dead)}: no supervisor runs"
+            self._set_state(job, JobState.UNSUPERVISED, message=message)
+            if supervision.unsupervised(job.supervisors):
+                await self._judge_unsupervised(job)
         elif job.state is JobState.UNSUPERVISED or job.state is JobState.STARTING:
             self._set_state(job, JobState.RUNNING)
         if record.state == "hung":
@@ -227,7 +250,7 @@ class JobWatch(JobControl):
             )
         )
         if job.supervised:
-            if job.state is JobState.UNSUPERVISED:
+            if supervision.unsupervised(job.supervisors):
                 await self._judge_unsupervised(job)
             return  # the supervisors decide
         await self._decide(job, info, stop_now, policy.first_failure is not before)

@@ -77,6 +77,28 @@ def events(cluster: SshdCluster, host: str, job_id: str) -> list[dict[str, Any]]
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def supervisor_pid(cluster: SshdCluster, host: str, job_id: str) -> int:
+    """A follower's supervisor files carry its host's name (homes may be shared)."""
+    name = "supervisor.pid" if host == "node0" else f"supervisor.{host}.pid"
+    return int((job_dir(cluster, host, job_id) / name).read_text())
+
+
+def commands(cluster: SshdCluster) -> dict[str, list[str]]:
+    """Each host's live processes' command lines (without their changing state)."""
+    return {
+        host: sorted(row.split(None, 1)[-1] for row in rows)
+        for host, rows in live_processes(cluster).items()
+    }
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def test_a_crash_stops_every_host(sshd_cluster, tmp_path) -> None:
     cluster = sshd_cluster(n=2)
     job_id = launch_loops(tmp_path, cluster, crash=True)
@@ -191,10 +213,7 @@ def test_wrong_secret_is_refused_and_a_dead_supervisor_leaves_training(
     assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["running"]
     # Every supervisor killed at once (frozen first, so none sees another go): training
     # runs on, and the job reads unsupervised.
-    pids = [
-        int((job_dir(cluster, h, job_id) / "supervisor.pid").read_text())
-        for h in ("node0", "node1")
-    ]
+    pids = [supervisor_pid(cluster, h, job_id) for h in ("node0", "node1")]
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     for pid in pids:
@@ -209,3 +228,63 @@ def test_wrong_secret_is_refused_and_a_dead_supervisor_leaves_training(
     stopped = dc(tmp_path, "stop", str(cluster.inventory_path), job_id, "--grace", "3")
     assert stopped.returncode == 0, stopped.stderr
     assert_nothing_left(cluster)
+
+
+def test_one_follower_supervisor_killed_leaves_the_job_running_unsupervised(
+    sshd_cluster, tmp_path
+) -> None:
+    """Its connection closes (the host lives): the leader notes node1 unsupervised and
+    stops nothing; a fresh console reads the job unsupervised on node1."""
+    cluster = sshd_cluster(n=2)
+    job_id = launch_loops(tmp_path, cluster)
+    os.kill(supervisor_pid(cluster, "node1", job_id), signal.SIGKILL)
+    leader_file = job_dir(cluster, "node0", job_id) / "supervisor.json"
+    wait_for(lambda: "node1" in (read_json(leader_file).get("unsupervised") or {}))
+    before = commands(cluster)  # the ranks of both hosts, less node1's supervisor
+    assert before.keys() == {"node0", "node1"}
+    assert not any("supervisor" in c for c in before["node1"]), before
+    leader = read_json(leader_file)
+    assert leader["state"] == "running", leader
+    assert "connection closed" in leader["unsupervised"]["node1"]["why"]
+    assert any(e["event"] == "peer-unsupervised" for e in events(cluster, "node0", job_id))
+    # Beyond the silence limit (4 s) the ranks still run: not taken for a lost host.
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        assert commands(cluster) == before
+        assert read_json(leader_file)["state"] == "running"
+        time.sleep(0.5)
+    [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
+    assert job["state"] == "unsupervised", job
+    assert "node1" in json.dumps(job), job
+    stopped = dc(tmp_path, "stop", str(cluster.inventory_path), job_id, "--grace", "3")
+    assert stopped.returncode == 0, stopped.stderr
+    assert_nothing_left(cluster)
+
+
+def test_hosts_sharing_a_home_keep_their_supervisors_apart(sshd_cluster, tmp_path) -> None:
+    """One account on both hosts (an NFS home): one job directory, each supervisor's
+    files under its own names; the crash is recorded once, naming the host that ran it."""
+    cluster = sshd_cluster(n=2, shared_account=True)
+    job_id = launch_loops(tmp_path, cluster, crash=True)
+    shared = job_dir(cluster, "node0", job_id)
+    assert shared == job_dir(cluster, "node1", job_id)
+    wait_for(lambda: (shared / "worker-1.exit").exists())
+    wait_for(lambda: not live_processes(cluster))
+    wait_for(lambda: read_json(shared / "supervisor.json").get("ended_at") is not None)
+    leader = read_json(shared / "supervisor.json")
+    follower = read_json(shared / "supervisor.node1.json")
+    assert (leader["host"], leader["leader"]) == ("node0", True)
+    assert (follower["host"], follower["leader"]) == ("node1", False)
+    ran_it = "node0" if "worker-1" in leader["processes"] else "node1"
+    assert f"{'' if ran_it == 'node0' else 'node1/'}worker-1" in leader["processes"]
+    failure = leader["first_failure"]
+    assert leader["state"] == "failed", leader
+    assert (failure["host"], failure["process"], failure["exit_code"]) == (ran_it, "worker-1", 3)
+    assert {e["host"] for e in events(cluster, "node0", job_id)} == {"node0"}
+    follower_events = [
+        json.loads(x) for x in (shared / "events.node1.jsonl").read_text().splitlines()
+    ]
+    assert {e["host"] for e in follower_events} == {"node1"}
+    [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
+    assert job["state"] == "failed", job
+    assert "worker-1 failed: exit status 3" in job["failure"] and ran_it in json.dumps(job), job
