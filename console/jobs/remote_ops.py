@@ -272,3 +272,15 @@ def tail_paths(launch: RankLaunch, job_dir: str) -> list[str]:
     paths = [out.stderr if out.stderr is not None else out.stdout]
     paths += [f.path for f in launch.log_paths if f.role == "rank" and f.stream != "stdout"]
     return paths
+
+
+def tail_paths_by_host(launch: RankLaunch, job_dir: str) -> dict[str, list[str]]:
+    """``tail_paths`` grouped by the host that holds each file: the process's own output
+    on its host, each rank's stderr on the host the rank ran on (``LogFile.host``: MPI and
+    Horovod ranks write theirs there). Read with ``jobs/failure_tail.read_failure_tail``."""
+    out = own_output(launch, job_dir)
+    by_host = {launch.host: [out.stderr if out.stderr is not None else out.stdout]}
+    for f in launch.log_paths:
+        if f.role == "rank" and f.stream != "stdout":
+            by_host.setdefault(f.host or launch.host, []).append(f.path)
+    return by_host
