@@ -8,12 +8,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from sshd_cluster import SshdCluster
 
 from console.errors import PreflightError
 from console.inventory import Inventory, load
@@ -25,27 +22,11 @@ from console.jobs.service import JobService, LaunchEvent, Phase, make_backend
 from console.jobs.spec import make_spec
 from console.transport.pool import ClusterConnections
 from console.ui.jobs_service import JobsService
+from tests.integration.test_jobs_cli import dc, live_processes
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 JOB_TIMEOUT_S = 180
-
-
-def live_processes(cluster: SshdCluster) -> dict[str, list[str]]:
-    """Each host user's live processes (no zombies, no sshd sessions)."""
-    found: dict[str, list[str]] = {}
-    for host in cluster.hosts:
-        out = subprocess.run(
-            ["ps", "-u", host.user, "-o", "stat=,args="], capture_output=True, text=True
-        ).stdout
-        rows = [
-            line.strip()
-            for line in out.splitlines()
-            if not line.strip().startswith("Z") and "sshd:" not in line
-        ]
-        if rows:
-            found[host.name] = rows
-    return found
 
 
 async def wait_for(path: Path, pattern: str) -> None:
@@ -164,16 +145,9 @@ async def test_cli_and_console_share_the_launch_path(sshd_cluster, tmp_path) -> 
     phases = [e.name for e in events if isinstance(e, Phase)]
     assert phases == ["plan", "pre-flight"]  # refused before the submit step
 
-    argv = [sys.executable, "-m", "console", "launch", str(cluster.inventory_path)]
-    argv += ["--kind", "ddp", "--gpus-per-host", "1", "--interface", "nosuch0", "--", "train.py"]
-    cli = await asyncio.to_thread(
-        subprocess.run,
-        argv,
-        env=dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "cli")),
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT_S,
-    )
+    argv = ["launch", str(cluster.inventory_path), "--kind", "ddp", "--gpus-per-host", "1"]
+    argv += ["--interface", "nosuch0", "--", "train.py"]
+    cli = await asyncio.to_thread(dc, tmp_path, *argv)
     assert cli.returncode == 1, cli.stderr
     assert fail_lines(cli.stderr) == ui_fails, cli.stderr
     assert history.summaries(inventory=inventory.path) == []
