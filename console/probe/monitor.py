@@ -255,7 +255,12 @@ class ClusterMonitor:
             raise ValueError("interval must be greater than 0")
         self.pool = pool
         self.interval = interval
-        self.batch_window = min(0.25, interval / 4) if batch_window is None else batch_window
+        # Steady batches: at most two per interval (each one a UI repaint: at 64 hosts
+        # going from 0.25 to 0.5 s took the console's CPU from ~6-7.7 to ~5.3-6.1 %).
+        # Until every host has shown something, a shorter window: the first frame waits
+        # on the slowest host, not on the window.
+        self.batch_window = min(0.5, interval / 2) if batch_window is None else batch_window
+        self.first_window = min(0.1, self.batch_window)
         self.stale_after = max(5.0, 3 * interval) if stale_after is None else stale_after
         self.monitors: dict[str, HostMonitor] = {
             host.name: HostMonitor(pool[host.name], interval=interval, publish=self._publish)
@@ -321,7 +326,7 @@ class ClusterMonitor:
 
     async def updates(self) -> AsyncIterator[dict[str, HostView]]:
         """All hosts first, then batches of the hosts that changed (at most one batch
-        per ``batch_window``)."""
+        per ``first_window`` until every host has settled, then per ``batch_window``)."""
         await self.start()
         pending: dict[str, HostView] = {}
         event = asyncio.Event()
@@ -329,9 +334,11 @@ class ClusterMonitor:
         self._queues.append(entry)
         try:
             yield self.views()
+            settled = False
             while True:
                 await event.wait()
-                await asyncio.sleep(self.batch_window)
+                settled = settled or all(m.settled for m in self.monitors.values())
+                await asyncio.sleep(self.batch_window if settled else self.first_window)
                 event.clear()
                 batch = dict(pending)
                 pending.clear()
