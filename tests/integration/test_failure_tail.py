@@ -65,20 +65,15 @@ async def test_each_ranks_last_lines_are_read_on_its_own_host(
         read = await read_failure_tail(
             lambda host: pool[host], by_host, launch.host, lines=15, searched=400
         )
+        # With only the last line of each file shown, the cause is searched on node1 too.
+        short = await read_failure_tail(
+            lambda host: pool[host], by_host, launch.host, lines=1, searched=400
+        )
     finally:
         await pool.close()
     assert "  Primary job  terminated normally, but 1 process returned" in read.tail
     at = read.tail.index("  [node1]")
     assert read.tail[at + 1 :] == tuple(f"  {line}" for line in RANK1_STDERR.splitlines())
     assert read.cause == ()  # the cause is already in the last lines
-    # With only the first lines shown, the cause is searched on node1 too.
-    pool = ClusterConnections(inventory)
-    await pool.wait_settled()
-    try:
-        short = await read_failure_tail(
-            lambda host: pool[host], by_host, launch.host, lines=1, searched=400
-        )
-    finally:
-        await pool.close()
     assert short.tail[-2:] == ("  [node1]", "  rank 1 leaves with status 1")
     assert any("RuntimeError: boom on node1" in line for line in short.cause), short.cause
