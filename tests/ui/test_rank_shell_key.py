@@ -110,15 +110,25 @@ async def wait_for(pilot: Pilot[Any], done: Any) -> None:
     assert done()
 
 
+async def logs_screen(
+    pilot: Pilot[Any], app: DistConsoleApp, job: JobPlan, runner: Recorder | None = None
+) -> LogsScreen:
+    """The logs screen of ``job`` (no hosts followed), its shell runner ``runner``."""
+    logs = LogsScreen(job, app.services, follow_hosts=False)
+    if runner is not None:
+        logs.shell_runner = runner
+    await app.push_screen(logs)
+    await pilot.pause()
+    return logs
+
+
 async def test_the_key_is_in_the_footers_the_help_and_the_palette(tmp_path: Path) -> None:
     app = make_app()
     async with app.run_test(size=(200, 50)) as pilot:
         await jobs_screen_with(pilot, app, tmp_path)
         keys = {k.key: k.description for k in app.screen.query_one(Footer).query(FooterKey)}
         assert keys.get("exclamation_mark") == "Shell on rank"
-        logs = LogsScreen(MPI_PLAN, app.services, follow_hosts=False)
-        await app.push_screen(logs)
-        await pilot.pause()
+        logs = await logs_screen(pilot, app, MPI_PLAN)
         keys = {k.key: k.description for k in logs.query_one(Footer).query(FooterKey)}
         assert keys.get("exclamation_mark") == "Shell on rank"
         titles = {c.title for c in app.get_system_commands(app.screen)}
@@ -183,10 +193,8 @@ async def test_the_palette_command_reaches_the_jobs_screens_key(tmp_path: Path) 
 async def test_logs_screen_opens_the_rank_the_view_is_narrowed_to() -> None:
     app = make_app()
     async with app.run_test(size=(140, 30)) as pilot:
-        logs = LogsScreen(MPI_PLAN, app.services, follow_hosts=False)
-        logs.shell_runner = runner = Recorder()
-        await app.push_screen(logs)
-        await pilot.pause()
+        runner = Recorder()
+        logs = await logs_screen(pilot, app, MPI_PLAN, runner)
         logs.ranks = [3]  # what the rank chooser (r) leaves when one rank is ticked
         await pilot.press("exclamation_mark")
         await pilot.pause()
@@ -204,10 +212,8 @@ async def test_logs_screen_opens_the_rank_the_view_is_narrowed_to() -> None:
 async def test_what_stands_in_the_way_is_said_with_what_to_do() -> None:
     app = make_app()
     async with app.run_test(size=(140, 30)) as pilot:
-        logs = LogsScreen(MPI_PLAN, app.services, follow_hosts=False)
-        logs.shell_runner = runner = Recorder(ShellResult(255, "Host key verification failed."))
-        await app.push_screen(logs)
-        await pilot.pause()
+        runner = Recorder(ShellResult(255, "Host key verification failed."))
+        logs = await logs_screen(pilot, app, MPI_PLAN, runner)
         down = HostStatus("node1", HostState.DOWN, reason="connection refused", since=FROZEN_NOW)
         app.apply_statuses([down])
         logs.ranks = [2]
@@ -235,10 +241,8 @@ async def test_a_host_without_verified_keys_gets_no_shell() -> None:
     assert [t for t, _ in shell_targets(insecure)] == [0, 1]  # torchrun's ranks
     app = make_app()
     async with app.run_test(size=(140, 30)) as pilot:
-        logs = LogsScreen(insecure, app.services, follow_hosts=False)
-        logs.shell_runner = runner = Recorder()
-        await app.push_screen(logs)
-        await pilot.pause()
+        runner = Recorder()
+        logs = await logs_screen(pilot, app, insecure, runner)
         logs.ranks = [1]
         await pilot.press("exclamation_mark")
         await pilot.pause()
@@ -251,9 +255,7 @@ async def test_a_terminal_that_cannot_be_handed_over_gets_the_command_to_run() -
     # says so and gives the command instead of failing.
     app = make_app()
     async with app.run_test(size=(140, 30)) as pilot:
-        logs = LogsScreen(MPI_PLAN, app.services, follow_hosts=False)
-        await app.push_screen(logs)
-        await pilot.pause()
+        logs = await logs_screen(pilot, app, MPI_PLAN)
         logs.ranks = [1]
         await pilot.press("exclamation_mark")
         await pilot.pause()
