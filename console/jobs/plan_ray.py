@@ -102,6 +102,11 @@ print("distconsole: %d Ray nodes joined: %s" % (len(alive), ", ".join(alive)), f
 def temp_dir(job_id: str, host: str) -> str:
     """Ray's ``--temp-dir`` for ``host`` in ``job_id``: short (socket paths), unique per
     job and host (two users, or two hosts of one job, on one machine never share it)."""
+    return f"{private_dir(job_id, host)}/t"
+
+
+def private_dir(job_id: str, host: str) -> str:
+    """The temp dir's parent, 0700 and this user's: Ray makes its temp dir 0777."""
     digest = hashlib.sha256(f"{job_id}\0{host}".encode()).hexdigest()[:12]
     return f"{TEMP_ROOT}/dcray-{digest}"
 
@@ -219,9 +224,11 @@ stop_ray() {  # ray start's own shutdown first, then whatever it left behind
 
 def _common(p: Placement, ph: PlacedHost) -> list[str]:
     """The node's temp dir (and its link in the job directory), and the functions."""
+    own = shell_word(private_dir(p.job_id, ph.name))
     tmp = shell_word(temp_dir(p.job_id, ph.name))
     return [
-        f"mkdir -p -m 700 -- {tmp} || exit 1",
+        f"mkdir -m 700 -- {own} 2>/dev/null || [ -O {own} ] ||"
+        f" {{ echo 'distconsole: '{own}' belongs to another user' >&2; exit 1; }}",
         f"ln -sfn -- {tmp} {shell_word(ph.job_dir + '/' + TEMP_LINK)}",
         FUNCTIONS.replace("WAIT_TENTHS", str(SHUTDOWN_WAIT_S * 10)),
     ]

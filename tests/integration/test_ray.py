@@ -10,6 +10,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ from typing import Any
 import psutil
 import pytest
 from sshd_cluster import SshdCluster
+
+from console.jobs import plan_ray
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
@@ -63,6 +66,12 @@ def assert_no_ray_left(cluster: SshdCluster) -> None:
     assert ray_processes(cluster) == {}
 
 
+def remove_temp_dirs(cluster: SshdCluster, job_id: str) -> None:
+    """Ray's logs under /tmp stay after a job (for `logs`); a test takes its own away."""
+    for host in cluster.hosts:
+        shutil.rmtree(plan_ray.private_dir(job_id, host.name), ignore_errors=True)
+
+
 def job_state(tmp_path: Path, cluster: SshdCluster) -> dict[str, Any]:
     result = dc(tmp_path, "jobs", str(cluster.inventory_path), "--json")
     assert result.returncode == 0, result.stderr
@@ -98,6 +107,7 @@ def test_ray_driver_runs_tasks_on_both_nodes(sshd_cluster, tmp_path) -> None:
     raylet_hosts = {x["host"] for x in lines if x["role"] == "raylet"}
     assert raylet_hosts == {"node0", "node1"}, raylet_hosts
     assert_no_ray_left(cluster)
+    remove_temp_dirs(cluster, job["id"])
 
 
 def test_stop_of_a_running_ray_job_leaves_no_ray_process(sshd_cluster, tmp_path) -> None:
@@ -121,6 +131,7 @@ def test_stop_of_a_running_ray_job_leaves_no_ray_process(sshd_cluster, tmp_path)
     assert stopped.returncode == 0, stopped.stderr
     assert ray_processes(cluster) == {}
     assert job_state(tmp_path, cluster)["state"] == "stopped"
+    remove_temp_dirs(cluster, job_id)
 
 
 def test_a_failing_driver_fails_the_job_and_stops_the_ray_nodes(sshd_cluster, tmp_path) -> None:
@@ -132,3 +143,4 @@ def test_a_failing_driver_fails_the_job_and_stops_the_ray_nodes(sshd_cluster, tm
     job = job_state(tmp_path, cluster)
     assert job["state"] == "failed" and "driver-0" in job["failure"]
     assert_no_ray_left(cluster)
+    remove_temp_dirs(cluster, job["id"])
