@@ -218,7 +218,7 @@ class SshdCluster:
 
     def _tmpdir(self, host: SshdHost) -> Path:
         path = host.home / f".tmp-{host.name}"
-        fresh = getattr(self, "_fresh_tmp", set())
+        fresh: set[str] = getattr(self, "_fresh_tmp", set())
         if host.name not in fresh:
             # Emptied once per cluster, as a machine's /tmp at boot: homes outlive test
             # runs, and a stale Open MPI session directory (pid.N, reused by a later
