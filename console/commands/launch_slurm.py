@@ -138,10 +138,14 @@ async def follow(slurm: SlurmBackend, pool: ClusterConnections, job_id: str) -> 
     interrupted = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, interrupted.set)
-    plan = await slurm.logs(job_id)
-    followers = [HostLogFollower(pool[t.host], t) for t in targets_from_plan(plan)]
+    # The tasks' files appear once the job runs, and by then the plan names each
+    # task's node (SlurmBackend.status places them): follow from then on.
+    started = asyncio.Event()
 
     async def stream() -> None:
+        await started.wait()
+        plan = await slurm.logs(job_id)
+        followers = [HostLogFollower(pool[t.host], t) for t in targets_from_plan(plan)]
         async for batch in follow_hosts(followers):
             for line in batch.lines:
                 print(f"[{rank_label(rank_key(line))}] {line.text}", flush=False)
@@ -153,6 +157,8 @@ async def follow(slurm: SlurmBackend, pool: ClusterConnections, job_id: str) -> 
     async def states() -> None:
         async for status in slurm.watch(job_id):
             say(f"job {job_id}: {status.detail}")
+            if status.state is not JobState.STARTING:
+                started.set()
             if status.finished:
                 final.append(status.state)
                 if status.failure:

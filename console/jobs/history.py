@@ -226,6 +226,12 @@ class JobHistory:
             )
         return record
 
+    def set_plan(self, job_id: str, plan: JobPlan) -> None:
+        """Replace the job's plan (a scheduler's backend adds what it learns once the job
+        runs, e.g. which node runs each Slurm task); its hosts stay as added."""
+        with self._db() as db:
+            db.execute("UPDATE jobs SET plan = ? WHERE id = ?", (plan_to_json(plan), job_id))
+
     def set_state(
         self,
         job_id: str,

@@ -59,6 +59,9 @@ class LogFile:
     # The host the file is written on; None: the launching process's host. MPI and
     # Horovod ranks write theirs on the host they run on, not the launcher's.
     host: str | None = None
+    # The machine whose process writes the file when ``host`` reads it over a shared
+    # filesystem (a Slurm task's node): its lines name this node instead of ``host``.
+    node: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

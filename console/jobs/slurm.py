@@ -16,8 +16,9 @@
   the jobcomp/filetxt record; a failed job names the task srun reported;
 - stop: ``scancel``, then wait until Slurm says the job has left COMPLETING (every step
   killed on every node): a StopReport with nothing left, or what Slurm still shows;
-- logs: the plan; once the job has ended, the tasks' ``.exit`` markers are written so a
-  ``logs --follow`` ends as it does for SSH jobs.
+- logs: the plan, each task's file labelled with its node once Slurm has named the
+  allocation (``jobs/slurm_nodes.py``); once the job has ended, the tasks' ``.exit``
+  markers are written so a ``logs --follow`` ends as it does for SSH jobs.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from console.jobs.history import JobHistory
 from console.jobs.job import JobFailure, StopReport
 from console.jobs.models import JobKind, JobPlan, JobState, LogFile, RankLaunch
 from console.jobs.plan_ps import DEFAULT_PS_TASKS
+from console.jobs.slurm_nodes import BATCH_ROLE, placed, plan_on_nodes
 from console.jobs.slurm_state import (
     SlurmJob,
     from_jobcomp,
@@ -96,7 +98,7 @@ def slurm_plan(job_id: str, spec: JobSpec, login: Host, nodes: int) -> JobPlan:
     launches = [
         RankLaunch(
             host=login.name,
-            role="batch",
+            role=BATCH_ROLE,
             index=0,
             argv=("sbatch", SCRIPT_NAME),
             env={},
@@ -174,6 +176,20 @@ class SlurmBackend:
         """``command``'s standard output on the login host (its status is not checked)."""
         return (await self._run(command))[1]
 
+    async def node_names(self, nodelist: str) -> list[str]:
+        """``n[1-2]`` -> ``["n1", "n2"]`` (``scontrol show hostnames`` on the login host)."""
+        status, out, _err = await self._run(f"scontrol show hostnames {paths.shell_word(nodelist)}")
+        return out.split() if status == 0 else []
+
+    async def _place(self, job_id: str, nodelist: str) -> None:
+        """Once Slurm names the allocation: the plan labels each task's file with its node."""
+        plan = (await asyncio.to_thread(self.history.get, job_id)).plan
+        if placed(plan):
+            return
+        nodes = await self.node_names(nodelist)
+        if nodes:
+            await asyncio.to_thread(self.history.set_plan, job_id, plan_on_nodes(plan, nodes))
+
     def _record(self, job_id: str) -> SlurmRecord:
         record = self.store.find(job_id)
         if record is None:
@@ -231,6 +247,8 @@ class SlurmBackend:
             failure = await self._failure(job_id, job)
         detail = job.describe()
         await asyncio.to_thread(self._save, job_id, job.state, detail, failure)
+        if job.nodes:
+            await self._place(job_id, job.nodes)
         if job.state.finished:
             await self._mark_ended(job_id)
         return BackendStatus(job_id, job.state, detail, failure)

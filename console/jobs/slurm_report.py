@@ -10,46 +10,23 @@ verbatim), ``scontrol show job`` while it is known, and which node each task ran
 and the same short account at the end of ``summary.txt``.
 
 Which node ran a task follows from the allocation's node list and how the script
-places its tasks (:func:`task_nodes`): ddp one task per node in order, mpi/horovod
-``--ntasks-per-node`` ranks per node in blocks, ps each step round-robin over the nodes.
+places its tasks (``jobs/slurm_nodes.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
 
 from console.errors import ConsoleError, JobError
 from console.jobs.history import JobRecord
-from console.jobs.models import JobKind, JobPlan
-from console.jobs.paths import shell_word
 from console.jobs.report import HostBundle, make_report
 from console.jobs.slurm import SlurmBackend
+from console.jobs.slurm_nodes import task_nodes
 from console.jobs.slurm_state import SlurmJob
 from console.jobs.slurm_store import SlurmRecord
 
 SLURM_FILE = "slurm.txt"
-
-
-def task_nodes(plan: JobPlan, nodes: Sequence[str]) -> dict[str, str]:
-    """``{"task 0": "n1", "ps 0": "n1", ...}``: the node of each task of ``plan`` on the
-    allocation ``nodes`` (in Slurm's order), as the batch script places them."""
-    tasks = [la for la in plan.launches if la.role != "batch"]
-    if not nodes or not tasks:
-        return {}
-    placed: dict[str, str] = {}
-    if plan.kind is JobKind.PS:
-        for role in ("ps", "worker"):
-            step = [la for la in tasks if la.role == role]
-            width = min(len(step), len(nodes))  # --nodes of the step, --relative=0
-            for la in step:
-                placed[f"{role} {la.index}"] = nodes[la.index % width]
-        return placed
-    per_node = max(1, -(-len(tasks) // len(nodes)))  # ddp: 1; mpi: --ntasks-per-node
-    for la in tasks:
-        placed[f"{la.role} {la.index}"] = nodes[min(la.index // per_node, len(nodes) - 1)]
-    return placed
 
 
 def slurm_lines(record: SlurmRecord, job: SlurmJob | None, placed: dict[str, str]) -> list[str]:
@@ -89,8 +66,10 @@ async def make_slurm_report(
     )
     nodes: list[str] = []
     if job is not None and job.nodes:
-        listed = await _ask(slurm, f"scontrol show hostnames {shell_word(job.nodes)}")
-        nodes = [] if listed.startswith("(not asked") else listed.split()
+        try:
+            nodes = await slurm.node_names(job.nodes)
+        except ConsoleError:
+            nodes = []
     placed = task_nodes(record.plan, nodes)
     text = [f"slurm job {sid} (console job {record.id}), submitted on {slurm_record.login}"]
     if problem:

@@ -104,7 +104,7 @@ def context_for(job_id: str, host: str, log: LogFile, launch: RankLaunch | None)
         rank = FileContext(job_id, host, "", "", "", node_ranks=ranks).global_rank(local)
     return FileContext(
         job_id=job_id,
-        host=host,
+        host=log.node or host,  # a Slurm task's lines name its node, not the reader
         path=log.path,
         stream=log.stream,
         role=log.role,

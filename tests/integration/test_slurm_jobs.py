@@ -133,13 +133,13 @@ def test_ddp_on_two_nodes_completes(slurm: Env, tmp_path: Path) -> None:
     logs = slurm.run("logs", str(slurm.inventory), job_id, "--json")
     assert logs.returncode == 0, logs.stderr
     lines = [json.loads(line) for line in logs.stdout.splitlines()]
-    ranked = {(line["rank"], line["line"].split()[2]) for line in lines if line["rank"] is not None}
-    assert {(0, "params_checksum=" + sums["r0"]), (1, "params_checksum=" + sums["r1"])} <= {
-        (rank, word) for rank, word in ranked
-    }, logs.stdout
-    assert all(
-        line["rank"] == int(line["line"].split()[1]) for line in lines if line["rank"] is not None
-    )
+    ranked = [line for line in lines if line["rank"] is not None]
+    words = {(line["rank"], line["line"].split()[2]) for line in ranked}
+    assert {(0, "params_checksum=" + sums["r0"]), (1, "params_checksum=" + sums["r1"])} <= words
+    assert all(line["rank"] == int(line["line"].split()[1]) for line in ranked)
+    # each task's lines name the node that ran it: one node per rank, the two differ
+    hosts = {rank: {line["host"] for line in ranked if line["rank"] == rank} for rank in (0, 1)}
+    assert sorted(h for found in hosts.values() for h in found) == ["n1", "n2"], hosts
     # report: the login host's job directory (script, every task's output) and Slurm's record
     out = tmp_path / "report"
     report = slurm.run("report", str(slurm.inventory), job_id, "--out", str(out))

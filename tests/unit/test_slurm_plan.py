@@ -1,5 +1,5 @@
 """The Slurm backend's plan (which task writes which file, how its lines are labelled)
-and the report's task -> node map: pure functions, no Slurm needed (the real cluster
+and the task -> node map: pure functions, no Slurm needed (the real cluster
 runs in tests/integration/test_slurm_jobs.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from console.inventory import Inventory
 from console.inventory import load as load_inventory
 from console.jobs.slurm import slurm_plan
-from console.jobs.slurm_report import task_nodes
+from console.jobs.slurm_nodes import placed, plan_on_nodes, task_nodes
 from console.jobs.spec import make_spec
 from console.logs.prefixes import attribute, context_for
 
@@ -47,6 +47,17 @@ def test_ddp_task_lines_are_labelled_by_their_global_rank(inventory: Inventory) 
         (None, "torchrun: started"),
     ]
     assert lines[2].role == "launcher"
+    assert {ln.host for ln in lines} == {"login1"}  # no node known yet: the reader's name
+    # once Slurm names the allocation, task 1's lines name its node
+    assert not placed(plan)
+    on_nodes = plan_on_nodes(plan, ["n1", "n2"])
+    assert placed(on_nodes)
+    task1 = next(la for la in on_nodes.launches if (la.role, la.index) == ("task", 1))
+    ctx = context_for(plan.job_id, "login1", task1.log_paths[0], task1)
+    lines = attribute(ctx, ["[rank3]: step 1", "torchrun: started"], 0.0)
+    assert [(ln.host, ln.rank) for ln in lines] == [("n2", 3), ("n2", None)]
+    batch = next(la for la in on_nodes.launches if la.role == "batch")
+    assert batch.log_paths[0].node is None  # the batch output stays the login host's
 
 
 def test_ps_files_name_the_chief(inventory: Inventory) -> None:
