@@ -294,10 +294,12 @@ async def _exit_status(process: RemoteProcess) -> int | None:
 
 
 async def follow_hosts(
-    followers: Sequence[HostLogFollower], *, queue_batches: int = 256
+    followers: Sequence[HostLogFollower], *, queue_batches: int = 16
 ) -> AsyncIterator[LogBatch]:
     """Batches of several hosts' followers as they come. A host whose follower fails is
-    reported as an ``error`` note and left out; the others carry on."""
+    reported as an ``error`` note and left out; the others carry on. At most
+    ``queue_batches`` wait (a read each, up to 256 KiB): beyond, the followers wait and
+    the rest stays in the hosts' files (256 could hold 64 MiB read, as much decoded)."""
     queue: asyncio.Queue[LogBatch | None] = asyncio.Queue(queue_batches)
 
     async def pump(follower: HostLogFollower) -> None:

@@ -40,6 +40,11 @@ from console.ui.widgets.steps_table import StepsTable, job_gpu_util, steps_readi
 __all__ = ["ChooseRanks", "LogsScreen", "steps_reading"]
 
 
+# Batches (each one read, up to 256 KiB) waiting for the screen before the follower
+# waits: bounds the memory and the work of one turn of the loop under a firehose.
+INBOX_BATCHES = 8
+
+
 class LogBatchesArrived(Message):
     """Log batches wait in the logs screen's inbox."""
 
@@ -158,7 +163,7 @@ class LogsScreen(Screen[None]):
             return
         followers = [HostLogFollower(connections[t.host], t) for t in targets_from_plan(self.plan)]
         async for batch in follow_hosts(followers):
-            self.inbox.put(batch)
+            await self.inbox.put_bounded(batch, INBOX_BATCHES)
 
     def on_log_batches_arrived(self, _message: LogBatchesArrived) -> None:
         self.apply_batches(self.inbox.take())
