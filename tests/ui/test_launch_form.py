@@ -5,6 +5,7 @@ These need no hosts: the planner is pure, so the preview is the real plan.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from textual.pilot import Pilot
@@ -88,7 +89,12 @@ async def test_preview_shows_exact_commands_quoted_and_the_horovod_step_split() 
         # 2 hosts x 3 GPUs: 1000 // 6 = 166 per GPU, 996 global, 4 dropped.
         assert "per GPU 166" in preview and "global 996" in preview and "dropped" in preview
         assert "horovodrun" in preview and "node2" not in preview
-        assert "''\"'\"'; touch /tmp/x #'" in preview  # the hostile argument, quoted
+        # The hostile argument, quoted once for the rank's own line and again because that
+        # line sits in the single-quoted per-rank script horovodrun runs on each host.
+        once = shlex.quote("'; touch /tmp/x #")
+        assert once == "''\"'\"'; touch /tmp/x #'"
+        assert once.replace("'", "'\"'\"'") in preview
+        assert "\n; touch /tmp/x" not in preview and " touch /tmp/x #\n" not in preview
         assert "node0" in preview and "[node0]" in preview
 
 
