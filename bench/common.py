@@ -20,10 +20,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from console.inventory import Inventory, load
-from console.transport.demo import MAX_DEMO_HOSTS
-
 REPO = Path(__file__).resolve().parents[1]
+# Measure this checkout's package, not the one an editable install points at (another
+# checkout's, after a `pip install -e` there).
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from console.inventory import Inventory, load  # noqa: E402
+from console.transport.demo import MAX_DEMO_HOSTS  # noqa: E402
+
 # Simulated GPUs per demo host in the GPU benchmarks (the DGX-like shape).
 GPUS_PER_HOST = 8
 
