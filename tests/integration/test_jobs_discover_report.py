@@ -88,7 +88,9 @@ def test_fresh_data_dir_discovers_jobs_and_their_recorded_state(sshd_cluster, tm
     # The supervisor dies while the ranks run on: killed for real when the job has
     # one (console/hostprogs/supervisor.py), else its pid file names a dead process.
     for host in (0, 1):
-        pid_file = job_dir(cluster, host, job_id) / "supervisor.pid"
+        # A follower's supervisor files carry its host's name (homes may be shared).
+        name = "supervisor.pid" if host == 0 else f"supervisor.node{host}.pid"
+        pid_file = job_dir(cluster, host, job_id) / name
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
         else:
