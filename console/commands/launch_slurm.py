@@ -23,6 +23,7 @@ from console.inventory import Inventory
 from console.jobs.backend import SCHEDULERS, Prepared
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
+from console.jobs.report import HostBundle
 from console.jobs.slurm import Connections, SlurmBackend, slurm_settings
 from console.jobs.slurm_report import make_slurm_report
 from console.jobs.spec import JobSpec
@@ -241,21 +242,17 @@ async def stop(inventory: Inventory, history: JobHistory, record: JobRecord, gra
     return 1
 
 
-async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Path) -> int:
-    """``report`` of a Slurm job: the login host's job directory and Slurm's record
-    (jobs/slurm_report.py); prints the summary."""
+async def report(
+    inventory: Inventory, history: JobHistory, job_id: str, out: Path
+) -> tuple[Path, list[HostBundle]]:
+    """``report`` of a Slurm job (``commands/report.py`` prints it): the login host's
+    job directory and Slurm's record (jobs/slurm_report.py)."""
     login = slurm_settings(inventory).login
     async with ClusterConnections(inventory.select([login])) as pool:
         await pool.wait_settled()
         slurm = backend(inventory, pool, history=history)
         record = await asyncio.to_thread(history.get, job_id)
-        summary, bundles = await make_slurm_report(slurm, record, out)
-    sys.stdout.write(summary.read_text())
-    print(f"report written to {out}/", file=sys.stderr)
-    failed = [b for b in bundles if b.error]
-    for bundle in failed:
-        print(f"distconsole report: {bundle.host}: {bundle.error}", file=sys.stderr)
-    return 1 if failed else 0
+        return await make_slurm_report(slurm, record, out)
 
 
 def json_fields(details: dict[str, str], job_id: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobRecord
-from console.jobs.report import make_report
+from console.jobs.report import HostBundle, make_report
 from console.transport.pool import ClusterConnections
 
 
@@ -58,13 +59,18 @@ def run(args: argparse.Namespace) -> int:
 async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Path) -> int:
     if job_id in await asyncio.to_thread(launch_slurm.slurm_ids, history):
         # A Slurm job: its directory is on the login host, and Slurm has its record.
-        return await launch_slurm.report(inventory, history, job_id, out)
+        return finish(*await launch_slurm.report(inventory, history, job_id, out), out)
     async with ClusterConnections(inventory) as pool:
         await pool.wait_settled()
         # The hosts first: the job may be unknown here, or its state newer there.
         found, _settled = await discover(pool, inventory, history)
         record = _record(history, job_id, inventory, found.unreachable)
         summary, bundles = await make_report(pool, record, out)
+    return finish(summary, bundles, out)
+
+
+def finish(summary: Path, bundles: Sequence[HostBundle], out: Path) -> int:
+    """Print the summary and where the bundle is; 1 when a host's part is missing."""
     sys.stdout.write(summary.read_text())
     print(f"report written to {out}/", file=sys.stderr)
     failed = [b for b in bundles if b.error]
