@@ -69,8 +69,14 @@ def test_human_plan_shows_each_host_command_and_env(hosts: Path) -> None:
     assert "[n1] launcher 0 ranks 0-3" in out
     assert "  env: OMP_NUM_THREADS=1" in out
     assert "$ mpirun -np 4 -H 10.0.0.2:2,10.0.0.1:2 " in out
-    assert out.rstrip().splitlines()[-1].startswith("  log (")
-    assert "a.out 'x y'" in out
+    lines = out.rstrip().splitlines()
+    # The hang hook travels to the launcher host; the uploads close the plan.
+    uploads = [i for i, line in enumerate(lines) if line.startswith("upload: ")]
+    assert uploads and lines[uploads[0]].startswith("upload: hang_sitecustomize.py -> n1:~/dc/")
+    host_section = [line for line in lines[: uploads[0]] if line.strip()]
+    assert host_section[-1].startswith("  log (")
+    # Each rank's line sits in the single-quoted per-rank script mpirun runs.
+    assert "exec a.out " + shlex.quote("x y").replace("'", "'\"'\"'") + " </dev/null" in out
 
 
 def test_ps_plan_by_tag(hosts: Path) -> None:
