@@ -7,6 +7,8 @@ reads :data:`NOT_REPORTED` everywhere it is shown.
 
 from __future__ import annotations
 
+import time
+
 from console.inventory import Host
 from console.logs.models import LogLine, rank_key, rank_label
 
@@ -102,3 +104,20 @@ def log_line_text(line: LogLine) -> str:
 def gap_text(skipped: int) -> str:
     """Lines left out of a view (they stay in the store and on the hosts)."""
     return f"··· {skipped} lines ···"
+
+
+# -- job states ------------------------------------------------------------------------
+
+
+def clock(when: float | None) -> str:
+    """``22:14:03`` (local time), or :data:`NOT_REPORTED`."""
+    return NOT_REPORTED if when is None else time.strftime("%H:%M:%S", time.localtime(when))
+
+
+def job_ended_text(state: str, ended: float | None, failure: str | None = None) -> str:
+    """The last line ``distconsole logs`` prints of a job that has ended:
+    ``job ended: failed (node1 worker 1 (rank 1) failed: exit status 3) at 22:14:03``;
+    the first line of the failure only (``jobs`` and ``report`` give the rest)."""
+    first = (failure or "").strip().splitlines()
+    cause = f" ({first[0]})" if first else ""
+    return f"job ended: {state}{cause} at {clock(ended)}"

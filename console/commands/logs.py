@@ -4,12 +4,19 @@ Without ``--follow`` it prints what the log files hold now (from the start) and 
 With ``--follow`` it starts at the current end of every file (``--since-start``: at the
 beginning) and keeps printing until the job's processes have all exited or Ctrl-C;
 a host that drops is followed again from the last line printed when it comes back.
+
+The job's hosts are asked first where it stands (their supervisors' records, as
+``distconsole jobs`` reads them): a job that has ended is printed from the start and
+not followed, and its last line says how it ended (``job ended: failed (...) at
+22:14:03``: on stdout with ``--follow``, else on stderr). A followed job's last line
+says the same once its processes are gone.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -18,13 +25,20 @@ from typing import Any, TextIO
 
 from console import inventory as inventory_mod
 from console.commands import options
-from console.display import log_line_text
+from console.display import job_ended_text, log_line_text
 from console.errors import JobError
-from console.jobs.history import JobHistory
+from console.inventory import Host, Inventory
+from console.jobs.discover import merge, scan_hosts
+from console.jobs.history import JobHistory, JobRecord
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import LogBatch, LogLine
 from console.logs.targets import targets_from_listing, targets_from_plan
 from console.transport import ClusterConnections
+
+# After the followed files' writers are done, the leader's supervisor writes the final
+# state a moment later: ask the hosts this often, this many times.
+ENDED_POLL_S = 0.5
+ENDED_POLLS = 20
 
 
 def rank_arg(text: str) -> int:
@@ -132,34 +146,64 @@ class Printer:
             self.printed += len(lines)
 
 
+async def job_ended(
+    pool: ClusterConnections,
+    inv: Inventory,
+    hosts: Sequence[Host],
+    history: JobHistory,
+    job_id: str,
+) -> JobRecord | None:
+    """The job's record once its hosts say it has ended, else None. The hosts are the
+    truth (``jobs/discover``): their records are merged into the history first, so a job
+    this machine never started gets its plan too."""
+    try:
+        known = [history.get(job_id).id]  # the scan leaves out the plan the history has
+    except JobError:
+        known = []
+    found = await scan_hosts(pool, hosts, known=known)  # a host down: left out
+    await asyncio.to_thread(merge, found, history, inv)
+    try:
+        record = history.get(job_id)
+    except JobError:
+        return None
+    return record if record.state.finished else None
+
+
 async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int:
     inv = inventory_mod.load(args.inventory)
-    plan = None
+    history = JobHistory()
     try:
-        plan = JobHistory().get(args.job_id).plan
+        plan = history.get(args.job_id).plan
     except JobError:
-        plan = None  # not started from this machine: list the job directory on each host
-    if plan is not None:
-        # MPI ranks write their logs on the hosts they run on, not only the launcher's.
-        names = {la.host for la in plan.launches} | set(plan.hosts_involved)
-        hosts = [h for h in inv.hosts if h.name in names]
-        targets: list[FollowTarget] = targets_from_plan(plan, [h.name for h in hosts])
-        missing = sorted(names - {h.name for h in hosts})
-        if missing:
-            printer.err.write(
-                f"distconsole logs: job {args.job_id} ran on hosts not in {args.inventory}: "
-                f"{', '.join(missing)}\n"
-            )
-    else:
-        hosts = list(inv.hosts)
-        targets = targets_from_listing(args.job_id, hosts)
+        plan = None  # not started from this machine: its hosts may know it
+    # MPI ranks write their logs on the hosts they run on, not only the launcher's.
+    names = {la.host for la in plan.launches} | set(plan.hosts_involved) if plan else set()
+    scanned = [h for h in inv.hosts if h.name in names] if plan else list(inv.hosts)
     status = 0
-    async with ClusterConnections(hosts) as pool:
+    async with ClusterConnections(scanned) as pool:
         statuses = await pool.wait_settled()
+        ended = await job_ended(pool, inv, scanned, history, args.job_id)
+        if plan is None:
+            with contextlib.suppress(JobError):
+                plan = history.get(args.job_id).plan  # discovered on its hosts
+        following = args.follow and ended is None
+        if plan is not None:
+            names = {la.host for la in plan.launches} | set(plan.hosts_involved)
+            hosts = [h for h in inv.hosts if h.name in names]
+            targets: list[FollowTarget] = targets_from_plan(plan, [h.name for h in hosts])
+            missing = sorted(names - {h.name for h in hosts})
+            if missing:
+                printer.err.write(
+                    f"distconsole logs: job {args.job_id} ran on hosts not in "
+                    f"{args.inventory}: {', '.join(missing)}\n"
+                )
+        else:
+            hosts = list(inv.hosts)
+            targets = targets_from_listing(args.job_id, hosts)
         live = []
         for target in targets:
             state = statuses[target.host]
-            if not state.is_up and not args.follow:
+            if not state.is_up and not following:
                 printer.err.write(
                     f"distconsole logs: {target.host} is {state.state.value}: {state.reason}\n"
                 )
@@ -169,8 +213,8 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
                 HostLogFollower(
                     pool[target.host],
                     target,
-                    follow=args.follow,
-                    since_start=args.since_start or not args.follow,
+                    follow=following,
+                    since_start=args.since_start or not following,
                 )
             )
         async for batch in follow_hosts(live):
@@ -178,12 +222,24 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
             if any(n.kind == "error" for n in batch.notes):
                 status = 1
             out.flush()
+        if following and plan is not None:
+            # The writers are done; the supervisors record the end a moment later.
+            for _ in range(ENDED_POLLS):
+                ended = await job_ended(pool, inv, hosts, history, args.job_id)
+                if ended is not None:
+                    break
+                await asyncio.sleep(ENDED_POLL_S)
     if plan is None and printer.received == 0 and not args.follow:
         printer.err.write(
             f"distconsole logs: no log files of job {args.job_id} on "
             f"{', '.join(h.name for h in hosts)} (and it is not in this machine's job history)\n"
         )
         return 1
+    if ended is not None:
+        line = job_ended_text(ended.state.value, ended.ended, ended.failure)
+        to = out if args.follow and not args.json else printer.err
+        to.write(line + "\n")
+        to.flush()
     return status
 
 
