@@ -48,6 +48,9 @@ LAUNCHER_REPORT = re.compile(
     r"Process \d+ exit with status code \d+",
 )
 _RULE = re.compile(r"-{20,}")
+# Open MPI names the first rank that failed in its report ("The first process to do so
+# was: Process name: [[JOBID,STEP],RANK]"; Open MPI 5's prterun: [prterun-HOST-PID@STEP,RANK]).
+MPI_FAILED_PROCESS = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\]|[^\]\s,]*@\d+),(\d+)\]")
 CONTEXT_LINES = 8  # after the first error line: a traceback's frames and its message
 
 
@@ -66,3 +69,13 @@ def first_error(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[str
         # words before the launcher's report are the cause.
         return tuple(line for line in lines[:end] if line.strip())[-context:]
     return ()
+
+
+def failed_rank(lines: Sequence[str]) -> int | None:
+    """The rank a launcher's failure report names as the first that failed (Open MPI's
+    "Process name: [[x,y],R]"), or None when no report names one."""
+    for line in lines:
+        found = MPI_FAILED_PROCESS.search(line)
+        if found is not None:
+            return int(found.group(1))
+    return None

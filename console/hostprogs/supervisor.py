@@ -252,6 +252,7 @@ class Supervisor(SvPeers):
             end.get("signal"),
             bool(end.get("stop_requested")),
             tuple(end.get("lines") or ()),
+            end.get("rank") if isinstance(end.get("rank"), int) else None,
         )
         if host != self.host and end.get("first_error"):
             self.remote_first_error[str(end["name"])] = list(end["first_error"])

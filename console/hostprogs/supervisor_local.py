@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.failure_lines import first_error
+    from console.hostprogs.failure_lines import failed_rank, first_error
     from console.hostprogs.jobctl import exit_status, job_pgids, marked_pids, supervisor_file
 
 SUPERVISOR_PROGRAM = "supervisor"
@@ -100,9 +100,10 @@ class SvLocal:
                 "stop_requested": stop_asked_at is not None and at >= stop_asked_at,
                 "lines": [],
                 "first_error": [],
+                "rank": None,
             }
             if status != 0 and not end["stop_requested"] and self.term_at is None:
-                end["lines"], end["first_error"] = self._why(name)
+                end["lines"], end["first_error"], end["rank"] = self._why(name)
             self.ended[name] = end
             found.append(end)
         return found
@@ -122,20 +123,25 @@ class SvLocal:
             return True
         return True
 
-    def _why(self, name: str) -> tuple[list[str], list[str]]:
-        """The failed process's last output lines and the first error before them."""
+    def _why(self, name: str) -> tuple[list[str], list[str], int | None]:
+        """The failed process's last output lines, the first error before them, and the
+        rank its launcher's report names as the first that failed (MPI)."""
         lines: list[str] = []
         cause: list[str] = []
+        rank = None
         for path in self.procs[name].get("logs") or []:
             path = os.path.expanduser(path)
             lines += sv_tail(path, 8 * 1024)[-SV_TAIL_LINES:]
-            found = list(first_error(sv_tail(path, SV_SEARCHED_BYTES)))
+            searched = sv_tail(path, SV_SEARCHED_BYTES)
+            found = list(first_error(searched))
             if found and not cause:
                 cause = found
+            if rank is None:
+                rank = failed_rank(searched)
         lines = lines[-2 * SV_TAIL_LINES :]
         if set(cause) <= set(lines):
             cause = []  # the last lines already show it
-        return lines, cause
+        return lines, cause, rank
 
     @property
     def all_ended(self) -> bool:

@@ -54,6 +54,7 @@ class ProcessEnded:
     signal: str | None = None
     stop_requested: bool = False
     lines: tuple[str, ...] = ()  # the cause, from its output
+    rank: int | None = None  # the rank its launcher's report names as the first failed
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,14 @@ class Failure:
     reason: str
     at: float
     lines: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()  # the process's ranks, or the one its launcher named
 
     def to_json(self) -> dict[str, Any]:
         return {
             "host": self.host,
             "process": self.process,
             "rank": self.rank,
+            "ranks": list(self.ranks),
             "exit_code": self.exit_code,
             "signal": self.signal,
             "reason": self.reason,
@@ -237,13 +240,15 @@ class JobPolicy:
             reason = f"killed by {report.signal}"
         else:
             reason = f"exit status {report.exit_code}"
+        named = report.rank
         return Failure(
             proc.host,
             proc.name,
-            proc.rank,
+            named if named is not None else proc.rank,
             report.exit_code,
             report.signal,
             reason,
             report.at,
             tuple(report.lines),
+            (named,) if named is not None else proc.ranks,
         )

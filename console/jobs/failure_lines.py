@@ -7,7 +7,15 @@ from console.hostprogs.failure_lines import (
     ERROR_HINTS,
     ERROR_PATTERN,
     LAUNCHER_REPORT,
+    failed_rank,
     first_error,
 )
 
-__all__ = ["CONTEXT_LINES", "ERROR_HINTS", "ERROR_PATTERN", "LAUNCHER_REPORT", "first_error"]
+__all__ = [
+    "CONTEXT_LINES",
+    "ERROR_HINTS",
+    "ERROR_PATTERN",
+    "LAUNCHER_REPORT",
+    "failed_rank",
+    "first_error",
+]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from console.errors import TransportError
 from console.jobs import remote_ops
-from console.jobs.failure_lines import first_error
+from console.jobs.failure_lines import LAUNCHER_REPORT, first_error
 from console.transport.base import HostConnection
 
 READ_TIMEOUT_S = 10.0
@@ -27,7 +27,10 @@ READ_TIMEOUT_S = 10.0
 @dataclass(frozen=True, slots=True)
 class FailureTail:
     tail: tuple[str, ...]  # the last lines, launcher host first
-    cause: tuple[str, ...]  # the first error before the launcher's report; () if shown
+    # The first error before the launcher's report; () when the first host's lines (shown
+    # first, without a launcher's report) already hold it. Another host's rank's error is
+    # kept: it comes after the launcher's report in ``tail``, but it is the cause.
+    cause: tuple[str, ...]
 
 
 async def read_failure_tail(
@@ -45,14 +48,18 @@ async def read_failure_tail(
         *(_read(conn_of(h), by_host.get(h, ()), lines, searched) for h in hosts)
     )
     (first_last, first_near), *others = reads
-    tail = first_last[-2 * lines :]
+    shown_first = first_last[-2 * lines :]
+    tail = list(shown_first)
     for host, (last, _near) in zip(hosts[1:], others, strict=True):
         if last:
             tail += [f"  [{host}]", *last]
     # The ranks' lines came before their launcher's report.
     cause = first_error([*(line for _last, near in others for line in near), *first_near])
-    if set(cause) <= set(tail):
-        cause = ()  # the last lines already show it
+    reported = any(LAUNCHER_REPORT.search(line) for line in shown_first)
+    if set(cause) <= set(shown_first) and not reported:
+        # The last lines, shown first, already show it. Below a launcher's report (which
+        # names a rank, not the cause) the cause gets its own heading even so.
+        cause = ()
     return FailureTail(tuple(tail), cause)
 
 

@@ -64,6 +64,7 @@ class SupervisedFailure:
     lines: tuple[str, ...]
     first_error: tuple[str, ...]
     at: float | None
+    ranks: tuple[int, ...] = ()  # the process's ranks, or the one its launcher named
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> SupervisedFailure:
@@ -77,6 +78,7 @@ class SupervisedFailure:
             lines=tuple(str(x) for x in raw.get("lines") or ()),
             first_error=tuple(str(x) for x in raw.get("first_error") or ()),
             at=_float(raw.get("at")),
+            ranks=tuple(r for r in raw.get("ranks") or () if isinstance(r, int)),
         )
 
 

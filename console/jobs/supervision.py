@@ -62,7 +62,11 @@ def supervisor_spec(
                 "name": name,
                 "role": launch.role,
                 "ranks": list(launch.ranks),
-                "logs": remote_ops.tail_paths(launch, job_dir) if proc_host == host else [],
+                # Only the files on this host: a rank's stderr elsewhere is read by the
+                # console (watch.py), on the host that holds it.
+                "logs": remote_ops.tail_paths_by_host(launch, job_dir).get(host, [])
+                if proc_host == host
+                else [],
             }
         )
     config = {
@@ -122,7 +126,7 @@ def failure_of(job: Job, record: SupervisorRecord) -> JobFailure | None:
     if failure is None or record.state != JobState.FAILED.value:
         return None
     info = job.processes.get((failure.host, failure.process or ""))
-    ranks = info.launch.ranks if info is not None else ()
+    ranks = failure.ranks or (info.launch.ranks if info is not None else ())
     if failure.process is None:
         reason = failure.reason
     elif failure.signal:

@@ -16,12 +16,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 
 from console.errors import JobError, TransportError
 from console.hostprogs.supervisor_policy import JobPolicy, ProcessEnded
 from console.jobs import remote_ops, supervision
 from console.jobs.control import JobControl
-from console.jobs.failure_lines import first_error
+from console.jobs.failure_lines import failed_rank
+from console.jobs.failure_tail import read_failure_tail
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo
 from console.jobs.jobctl_reports import (
     JobctlReader,
@@ -176,13 +178,21 @@ class JobWatch(JobControl):
                 job.stopped_elsewhere = True
             self._ended_as_recorded(job, job.supervisors.values())
             failure = job.failure
+            info = job.processes.get((failure.host, failure.process)) if failure else None
             if failure is not None and failure.process and not failure.first_error:
                 # The supervisor found no cause in the lines it read: search over ssh
-                # as for a job without supervisors (the same rule, more of the log).
-                info = job.processes.get((failure.host, failure.process))
+                # as for a job without supervisors (the same rule, more of the log,
+                # every host's files).
                 if info is not None and failure.exit_status is not None:
                     info.exit_status = failure.exit_status
-                    job.failure = await self._failure(job, info)
+                    fresh = await self._failure(job, info)
+                    job.failure = replace(
+                        fresh,
+                        ranks=failure.ranks if len(failure.ranks) == 1 else fresh.ranks,
+                        reason=failure.reason or info.note,
+                    )
+            elif failure is not None and failure.process:
+                job.failure = await self._with_other_hosts(job, failure)
             self._finish(job, found.state)
             return
         dead = supervision.unsupervised_hosts(job.supervisors)
@@ -295,26 +305,46 @@ class JobWatch(JobControl):
         self._finish(job, state)
 
     async def _failure(self, job: Job, info: ProcessInfo) -> JobFailure:
-        job_dir = remote_ops.host_job_dir(job.plan, info.host)
-        paths = remote_ops.tail_paths(info.launch, job_dir)
-        conn = self._conn(info.host)
-        cause: tuple[str, ...] = ()
-        try:
-            result = await conn.run(remote_ops.tail_command(paths, TAIL_LINES), timeout=10)
-            tail = tuple(result.stdout.splitlines()[-2 * TAIL_LINES :])
-            searched = await conn.run(remote_ops.tail_command(paths, SEARCHED_LINES), timeout=10)
-            cause = first_error(searched.stdout.splitlines())
-        except TransportError as exc:
-            tail = (f"  (could not read the log: {exc})",)
-        if set(cause) <= set(tail):
-            cause = ()  # the last lines already show it
+        """The failed process's last lines and cause, each file read on the host that
+        holds it (an MPI rank's stderr lives where the rank ran)."""
+        by_host = self._tail_paths(job, info)
+        read = await read_failure_tail(
+            self._conn, by_host, info.host, lines=TAIL_LINES, searched=SEARCHED_LINES
+        )
+        named = failed_rank([*read.cause, *read.tail])
         return JobFailure(
             info.host,
             info.name,
-            info.launch.ranks,
+            (named,) if named is not None else info.launch.ranks,
             info.exit_status,
             info.note,
-            tail,
-            cause,
+            read.tail,
+            read.cause,
             info.ended_at,
         )
+
+    @staticmethod
+    def _tail_paths(job: Job, info: ProcessInfo) -> dict[str, list[str]]:
+        job_dir = remote_ops.host_job_dir(job.plan, info.host)
+        return remote_ops.tail_paths_by_host(info.launch, job_dir)
+
+    async def _with_other_hosts(self, job: Job, failure: JobFailure) -> JobFailure:
+        """The supervisor read the failed process's files on its own host; the files its
+        ranks wrote on other hosts (MPI, Horovod) are read here and added."""
+        info = job.processes.get((failure.host, failure.process))
+        if info is None:
+            return failure
+        others = {h: p for h, p in self._tail_paths(job, info).items() if h != failure.host}
+        if not others:
+            return failure
+        read = await read_failure_tail(
+            self._conn, others, failure.host, lines=TAIL_LINES, searched=SEARCHED_LINES
+        )
+        if not read.tail and not read.cause:
+            return failure
+        # A rank's error on another host came before the launcher's report: it is the cause.
+        named = failed_rank([*failure.tail, *read.tail])
+        ranks = (named,) if named is not None and len(failure.ranks) != 1 else failure.ranks
+        # A rank's error on another host came before its launcher's report: the cause.
+        cause = read.cause or failure.first_error
+        return replace(failure, ranks=ranks, tail=failure.tail + read.tail, first_error=cause)

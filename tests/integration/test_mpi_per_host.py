@@ -176,3 +176,49 @@ async def test_preflight_names_the_pair_the_launcher_cannot_ssh_and_the_fix(
     assert "Host key verification failed" in line, line
     known.write_text(node0.known_hosts_line + "\n" + node1.known_hosts_line + "\n")
     assert ssh_findings(await preflight_of(cluster)) == []
+
+
+# Rank 1 (node1's only rank) fails with a line of its own; rank 0 waits to be aborted.
+FAIL_ON_RANK1 = """\
+import os, sys, time
+if os.environ["OMPI_COMM_WORLD_RANK"] == "1":
+    os.write(2, b"RuntimeError: distinctive failure of rank 1 on node1\\n")
+    sys.exit(3)
+time.sleep(60)
+"""
+
+
+def test_a_rank_failing_on_the_second_host_is_the_first_error_and_names_its_rank(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
+    """Rank 1's stderr exists only in node1's home: the console reads it there and
+    shows it as the first error; mpirun's report names rank 1 as the first to fail."""
+    cluster = sshd_cluster(n=2)
+    cluster.write_inventory(interface="lo")
+    for host in cluster.hosts:
+        path = host.home / "fail.py"
+        path.write_text(FAIL_ON_RANK1)
+        owner = pwd.getpwnam(host.user)
+        os.chown(path, owner.pw_uid, owner.pw_gid)
+    data = tmp_path / "data"
+    inv = str(cluster.inventory_path)
+    launched = dc(data, "launch", inv, "--kind", "mpi", "--gpus-per-host", "1", "--", "~/fail.py")
+    assert launched.returncode == 1, launched.stderr
+    distinctive = "RuntimeError: distinctive failure of rank 1 on node1"
+    assert "(rank 1) failed: exit status" in launched.stderr, launched.stderr
+    assert "first error:" in launched.stderr, launched.stderr
+    cause = launched.stderr.split("first error:", 1)[1].split("last lines of its output:")[0]
+    assert distinctive in cause, launched.stderr
+    listed = dc(data, "jobs", inv, "--json")
+    assert listed.returncode == 0, listed.stderr
+    [job] = json.loads(listed.stdout)
+    assert job["state"] == "failed"
+    assert "(rank 1) failed" in job["failure"], job["failure"]
+    assert distinctive in job["failure"].split("first error:", 1)[1], job["failure"]
+    # Read on node1 itself (rank 1's stderr lives only in node1's home).
+    assert f"  [node1]\n  {distinctive}" in launched.stderr, launched.stderr
+    # The hosts' own record (a fresh data dir discovers it): mpirun's first failed rank.
+    fresh = dc(tmp_path / "fresh", "jobs", inv, "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    [found] = json.loads(fresh.stdout)
+    assert found["state"] == "failed" and "(rank 1) failed" in found["failure"], found

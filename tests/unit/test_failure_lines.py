@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.jobs.failure_lines import first_error
+from console.jobs.failure_lines import failed_rank, first_error
 from console.jobs.job import JobFailure
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "launchers"
@@ -45,3 +45,14 @@ def test_the_summary_shows_the_cause_before_the_last_lines() -> None:
     failure = JobFailure("node0", "torchrun-0", (0, 1), 1, "", tuple(out[-3:]), first_error(out))
     text = failure.describe()
     assert text.index("first error:") < text.index("can't open file") < text.index("last lines")
+
+
+def test_mpirun_report_names_the_first_rank_that_failed() -> None:
+    # Open MPI 4's "The first process to do so was: Process name: [[JOBID,STEP],RANK]".
+    assert failed_rank(lines("mpirun_rank_raised.out")) == 1
+    # Open MPI 5 (prterun) names processes by its own id; another rank, as the tail shows it.
+    assert failed_rank(["  Process name: [prterun-node0-4242@1,3]", "  Exit code:    3"]) == 3
+    assert failed_rank(["  Process name: [[41063,1],12]"]) == 12
+    # No report, or a torchrun one: no rank named here.
+    assert failed_rank(lines("torchrun_missing_script.err")) is None
+    assert failed_rank(["rank 2 said: Process name unknown"]) is None

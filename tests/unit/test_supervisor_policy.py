@@ -45,6 +45,20 @@ def test_fail_fast_stops_the_rest_once_and_names_the_first_failure() -> None:
     assert policy.over and policy.first_failure is failure
 
 
+def test_the_rank_a_launcher_names_is_the_first_failures_rank() -> None:
+    mpi = [PolicyProcess("node0", "launcher-0", "launcher", (0, 1, 2, 3))]
+    policy = JobPolicy(mpi, "mpi")
+    policy.feed(ProcessEnded("node0", "launcher-0", 3, 10.0, rank=2))
+    failure = policy.first_failure
+    assert failure is not None and (failure.rank, failure.ranks) == (2, (2,))
+    assert failure.to_json()["ranks"] == [2]
+    # Nothing named: the process's own ranks, the first as its rank.
+    policy = JobPolicy(list(mpi), "mpi")
+    policy.feed(ProcessEnded("node0", "launcher-0", 3, 10.0))
+    assert policy.first_failure is not None
+    assert (policy.first_failure.rank, policy.first_failure.ranks) == (0, (0, 1, 2, 3))
+
+
 def test_first_failure_wins_even_when_reported_later() -> None:
     policy = JobPolicy(list(DDP), "ddp")
     assert policy.feed(ProcessEnded("node0", "torchrun-0", 1, 10.5)) is True
