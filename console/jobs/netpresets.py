@@ -37,10 +37,12 @@ def preset_env(net: NetPreset, interface: str | None, ib_hca: str | None) -> dic
     env: dict[str, str] = {}
     if net == "tcp":
         if not interface:
+            # Raised on the field to fill, in words of neither surface: the form shows
+            # it under Interface, the CLI names --interface (job_options.naming_options).
             raise JobSpecError(
-                "net",
-                "--net tcp needs an interface; give --interface (or the hosts' interface "
-                "in the inventory)",
+                "interface",
+                "the tcp network preset needs an interface: give one, or set the hosts' "
+                "interface in the inventory",
             )
         return {
             "NCCL_SOCKET_IFNAME": interface,

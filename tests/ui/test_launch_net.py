@@ -49,13 +49,16 @@ async def test_tcp_shows_its_variables_in_the_preview() -> None:
         assert "NCCL_SOCKET_IFNAME" not in shown(screen, "#launch-preview")
         assert not screen.query_one("#ib_hca", Input).display  # only for ib/roce
         await choose(pilot, screen, "tcp")
-        # No interface anywhere: refused under the preset, nothing planned.
-        assert "needs an interface" in shown(screen, "#error-net")
+        # No interface anywhere: refused under the field to fill, nothing planned.
+        assert shown(screen, "#error-interface").startswith(
+            "the tcp network preset needs an interface: give one"
+        )
+        assert shown(screen, "#error-net") == ""
         assert screen.spec is None
         screen.query_one("#interface", Input).value = "eth0"
         await pilot.pause()
         preview = shown(screen, "#launch-preview")
-        assert shown(screen, "#error-net") == ""
+        assert shown(screen, "#error-interface") == ""
         assert "warning: network preset tcp: NCCL_SOCKET_IFNAME=eth0" in preview
         for variable in (
             "NCCL_SOCKET_IFNAME=eth0",

@@ -70,7 +70,8 @@ def test_tcp_without_an_interface_and_bad_values_name_the_field() -> None:
     bare = Inventory(path="h", hosts=(Host(name="a", address="a", gpus=1),))
     with pytest.raises(JobSpecError) as err:
         plan(make_spec(kind="ddp", program="t.py", net="tcp"), bare, job_id="job-1")
-    assert err.value.field == "net" and "--interface" in str(err.value)
+    # The field to fill, in words of neither surface (the form: under Interface).
+    assert err.value.field == "interface" and "--" not in err.value.detail
     with pytest.raises(JobSpecError) as err:
         make_spec(kind="ddp", program="t.py", net="ethernet")
     assert err.value.field == "net" and "auto, tcp, ib, roce" in str(err.value)
@@ -110,6 +111,10 @@ def test_plan_cli_shows_the_preset_and_its_env(tmp_path: Path) -> None:
     assert env["NCCL_IB_DISABLE"] == "1" and env["GLOO_SOCKET_IFNAME"] == "ens1"
     bad = distconsole("plan", hosts, "--kind", "ddp", "--net", "fast", "--", "t.py")
     assert bad.returncode == 2 and "--net" in bad.stderr, bad.stderr
+    # No interface anywhere: the CLI names the option to give.
+    bare = distconsole("plan", hosts, "--kind", "ddp", "--net", "tcp", "--", "t.py")
+    assert bare.returncode == 2, bare.stderr
+    assert "--interface: the tcp network preset needs an interface: give one" in bare.stderr
 
 
 async def test_preflight_names_the_host_whose_interface_is_missing() -> None:
