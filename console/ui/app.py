@@ -31,7 +31,13 @@ from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
 from console.ui.inbox import Inbox
 from console.ui.jobs_service import JobRow, JobsService
-from console.ui.messages import HostStatusesArrived, HostViewsArrived, JobRowsArrived, OpenLogs
+from console.ui.messages import (
+    HostStatusesArrived,
+    HostViewsArrived,
+    JobRowsArrived,
+    OpenLogs,
+    SlurmOccupancyArrived,
+)
 from console.ui.palette import palette_commands
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen, KeyHelp, keys_by_screen
@@ -50,6 +56,7 @@ from console.ui.theming import (
 )
 
 if TYPE_CHECKING:
+    from console.jobs.slurm_queue import SlurmJobOnNode
     from console.probe.monitor import ClusterMonitor
 
 
@@ -96,6 +103,9 @@ class DistConsoleApp(App[int]):
         self.statuses_inbox: Inbox[HostStatus] = Inbox(self, HostStatusesArrived)
         self.views_inbox: Inbox[dict[str, HostView]] = Inbox(self, HostViewsArrived)
         self.jobs_inbox: Inbox[list[JobRow]] = Inbox(self, JobRowsArrived)
+        self.slurm_inbox: Inbox[dict[str, tuple[SlurmJobOnNode, ...]]] = Inbox(
+            self, SlurmOccupancyArrived
+        )
         for bundled in bundled_themes():
             self.register_theme(bundled)
         self.theme = check_theme(theme) if theme else DEFAULT_THEME
@@ -160,8 +170,24 @@ class DistConsoleApp(App[int]):
                 group="connections",
                 exit_on_error=False,
             )
+        if self.inventory.slurm is not None:
+            self.run_worker(
+                self._follow_slurm(connections),
+                name="slurm-queue",
+                group="connections",
+                exit_on_error=False,
+            )
         async for status in connections.subscribe():
             self.statuses_inbox.put(status)
+
+    async def _follow_slurm(self, connections: HostStatusSource) -> None:
+        from console.jobs.slurm_queue import SlurmQueuePoller
+        from console.transport.pool import ClusterConnections
+
+        if not isinstance(connections, ClusterConnections):
+            return
+        async for occupancy in SlurmQueuePoller(connections, self.inventory).updates():
+            self.slurm_inbox.put(occupancy)
 
     async def _follow_gpu_views(self, connections: HostStatusSource, interval: float) -> None:
         from console.probe.monitor import ClusterMonitor
@@ -214,6 +240,11 @@ class DistConsoleApp(App[int]):
         if changed:
             self.jobs_screen.apply_rows(changed)
 
+    def apply_slurm(self, occupancy: Mapping[str, tuple[SlurmJobOnNode, ...]]) -> None:
+        changed = self.store.apply_slurm(occupancy)
+        if changed:
+            self.cluster_screen.apply_slurm(changed)
+
     def _refresh_latencies(self) -> None:
         """The transport re-measures latency without announcing it (no state changed):
         read the figures from the connections and pass on the hosts whose moved."""
@@ -237,6 +268,11 @@ class DistConsoleApp(App[int]):
 
     def on_host_views_arrived(self, _message: HostViewsArrived) -> None:
         self.apply_views(*self.views_inbox.take())
+
+    def on_slurm_occupancy_arrived(self, _message: SlurmOccupancyArrived) -> None:
+        latest = self.slurm_inbox.take()
+        if latest:  # each is the whole occupancy: the newest says it all
+            self.apply_slurm(latest[-1])
 
     def on_job_rows_arrived(self, _message: JobRowsArrived) -> None:
         self.apply_job_rows([row for batch in self.jobs_inbox.take() for row in batch])

@@ -20,6 +20,10 @@ class JobRowsArrived(Message):
     """Changed job rows are waiting in the app's inbox."""
 
 
+class SlurmOccupancyArrived(Message):
+    """A new Slurm occupancy (jobs per host, from squeue) is waiting in the app's inbox."""
+
+
 class OpenLogs(Message):
     """A screen asks the app to open the logs of a job."""
 

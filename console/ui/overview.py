@@ -9,9 +9,10 @@ attention thresholds of ``settings.py`` (``attention_idle_percent``, ``attention
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from console.jobs.slurm_queue import SlurmJobOnNode
 from console.probe.models import GpuSample, HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
@@ -22,6 +23,16 @@ MAX_JOBS_SHOWN = 4  # the line's end is cut at 80 columns: the biggest jobs only
 def gpu_jobs(gpu: GpuSample) -> list[str]:
     """The distconsole jobs holding this GPU (usually one), in a stable order."""
     return sorted({p.job for p in gpu.processes if p.job})
+
+
+def slurm_gpu_labels(jobs: Sequence[SlurmJobOnNode]) -> Mapping[int, str]:
+    """GPU index -> the label of the Slurm job holding it (where Slurm says which)."""
+    return {index: job.label for job in jobs for index in job.gpu_indices}
+
+
+def slurm_held(jobs: Sequence[SlurmJobOnNode]) -> tuple[tuple[str, int], ...]:
+    """(label, GPUs) of the Slurm jobs holding GPUs on one host."""
+    return tuple((job.label, job.gpus) for job in jobs if job.gpus)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +118,21 @@ class ClusterSummary:
         return max(0, self.hosts - self.up - self.down)
 
     @classmethod
-    def of(cls, hosts: int, totals: Iterable[HostTotals]) -> ClusterSummary:
+    def of(
+        cls,
+        hosts: int,
+        totals: Iterable[HostTotals],
+        slurm: Iterable[Sequence[SlurmJobOnNode]] = (),
+    ) -> ClusterSummary:
+        """``slurm``: each host's Slurm jobs (their GPUs count whether or not the host
+        is sampled: Slurm, not a sample, says who holds them)."""
         every = list(totals)
         utils = sum(t.util_count for t in every)
         jobs: Counter[str] = Counter()
         for t in every:
             jobs.update(dict(t.jobs))
+        for on_host in slurm:
+            jobs.update(dict(slurm_held(on_host)))
         return cls(
             hosts=hosts,
             up=sum(t.live for t in every),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from console.jobs.slurm_queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.gpu_history import GpuHistory
@@ -23,6 +24,8 @@ class ClusterStore:
         self.views: dict[str, HostView] = {}  # latest GPU/host sample per host
         self.jobs: dict[str, JobRow] = {}  # one row per job of this inventory
         self.history = GpuHistory()  # each GPU's recent figures (the host detail plots)
+        # Slurm jobs per host (every user's; from the login host's squeue), if any.
+        self.slurm: dict[str, tuple[SlurmJobOnNode, ...]] = {}
 
     def apply_statuses(self, statuses: Iterable[HostStatus]) -> dict[str, HostStatus]:
         """Take a batch (latest per host wins); returns the hosts whose status changed."""
@@ -44,6 +47,22 @@ class ClusterStore:
         """Take job rows (new or changed); returns those that differ from what was known."""
         changed = [row for row in rows if self.jobs.get(row.id) != row]
         self.jobs.update((row.id, row) for row in changed)
+        return changed
+
+    def apply_slurm(
+        self, occupancy: Mapping[str, tuple[SlurmJobOnNode, ...]]
+    ) -> dict[str, tuple[SlurmJobOnNode, ...]]:
+        """Take the whole Slurm occupancy (a host not named holds no Slurm job);
+        returns the hosts whose jobs changed, ``()`` for those freed. Kept in place:
+        the GPU grid reads this dict."""
+        latest = {n: jobs for n, jobs in occupancy.items() if n in self.hosts and jobs}
+        changed = {
+            n: latest.get(n, ())
+            for n in {*latest, *self.slurm}
+            if latest.get(n, ()) != self.slurm.get(n, ())
+        }
+        self.slurm.clear()
+        self.slurm.update(latest)
         return changed
 
     def is_up(self, host: str) -> bool:

@@ -27,7 +27,7 @@ from console.inventory import Host
 from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.attention import Thresholds, host_needs_attention
-from console.ui.overview import ClusterSummary, HostTotals, summary_text
+from console.ui.overview import ClusterSummary, HostTotals, slurm_held, summary_text
 from console.ui.services import Services
 from console.ui.widgets.gpu_columns import GpuColumnsHeader
 from console.ui.widgets.gpu_grid import GpuGrid, jobs_text, legend
@@ -85,6 +85,7 @@ class ClusterScreen(Screen[None]):
             id="gpu-grid",
         )
         self.grid.shown = self._host_visible
+        self.grid.slurm = services.store.slurm
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -157,6 +158,18 @@ class ClusterScreen(Screen[None]):
         self._longest_name = longest
         if self.attention_only:
             self._apply_visibility()  # which hosts need attention may have changed
+        self._show_summary()
+
+    def apply_slurm(self, changed: Mapping[str, object]) -> None:
+        """Hosts whose Slurm jobs changed (already in the store, ``grid.slurm``)."""
+        for name in changed:
+            for label, _gpus in slurm_held(self.services.store.slurm.get(name, ())):
+                self.grid.letters.letter(label)
+        if not self.is_mounted:
+            return
+        if self.dense:
+            self.grid.take(changed)
+            self._show_legend()
         self._show_summary()
 
     def _panels_take(self, batch: Mapping[str, HostView], longest: int) -> None:
@@ -261,7 +274,8 @@ class ClusterScreen(Screen[None]):
 
     def _cluster_summary(self) -> ClusterSummary:
         # Per-host figures are computed once per new view, not over every GPU per batch.
-        return ClusterSummary.of(len(self.inventory.hosts), self._stats.values())
+        slurm = self.services.store.slurm.values()
+        return ClusterSummary.of(len(self.inventory.hosts), self._stats.values(), slurm)
 
     def _summary(self) -> str:
         return summary_text(

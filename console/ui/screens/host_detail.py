@@ -3,6 +3,8 @@ recent utilization, memory and temperature as plots, every process."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,6 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from console import display
 from console.display import NOT_REPORTED, figure
 from console.inventory import Host
+from console.jobs.slurm_queue import SlurmJobOnNode
 from console.probe.models import GpuSample, HostView
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
 from console.ui.formatting import plain
@@ -41,6 +44,16 @@ def gpu_row(g: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> tuple[str,
     )  # fmt: skip
 
 
+def slurm_lines(jobs: Sequence[SlurmJobOnNode]) -> list[str]:
+    """``Slurm: slurm 12 alice train (yours): RUNNING, GPUs 0,1``, one line per job."""
+    lines = []
+    for job in jobs:
+        gpus = ",".join(map(str, job.gpu_indices)) or str(job.gpus)
+        held = f", GPUs {gpus}" if job.gpus else ", no GPU"
+        lines.append(f"Slurm: {job.label}: {job.state}{held}")
+    return lines
+
+
 class HostDetailScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back")]
 
@@ -48,6 +61,7 @@ class HostDetailScreen(Screen[None]):
         super().__init__(name=f"detail:{host.name}")
         self.host = host
         self.view: HostView | None = services.store.views.get(host.name)
+        self.slurm = services.store.slurm  # read at each take: Slurm jobs per host
         self.history = services.store.history
         self._clock = services.clock
         self.thresholds = Thresholds.of(services.settings)
@@ -87,8 +101,9 @@ class HostDetailScreen(Screen[None]):
         gpu_row_at, process_row_at = gpus.cursor_row, processes.cursor_row
         gpus.clear()
         processes.clear()
+        slurm = slurm_lines(self.slurm.get(self.host.name, ()))
         if view is None:
-            header.update(f"{self.host.name}: connecting, no sample yet")
+            header.update("\n".join([f"{self.host.name}: connecting, no sample yet", *slurm]))
             return
         state = f"{self.host.name} ({display.address(self.host)}): {view.state.value}"
         if view.reason:
@@ -97,7 +112,7 @@ class HostDetailScreen(Screen[None]):
             state += f"; last seen {display.ago(view.last_seen, self._clock())}"
         sample = view.sample
         if sample is None:
-            header.update(state)
+            header.update("\n".join([state, *slurm]))
             return
         source = sample.gpu_source
         if sample.simulated and "simulated" not in source:
@@ -105,6 +120,7 @@ class HostDetailScreen(Screen[None]):
         lines = [state, host_figures(sample), f"GPU source: {source}"]
         if sample.gpu_error:
             lines.append(sample.gpu_error)
+        lines.extend(slurm)
         header.update("\n".join(lines))
         for g in sample.gpus:
             gpus.add_row(*map(plain, gpu_row(g, self.thresholds)), key=str(g.index))

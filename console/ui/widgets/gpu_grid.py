@@ -26,9 +26,11 @@ from textual.theme import Theme
 
 from console.display import clip
 from console.inventory import Host
+from console.jobs.slurm_queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds
+from console.ui.overview import slurm_gpu_labels
 from console.ui.theming import state_colour
 from console.ui.widgets.gpu_grid_layout import (
     ATTENTION_MARK,
@@ -168,6 +170,7 @@ class GpuGrid(ScrollView, can_focus=True):
         self.hosts = list(hosts)
         self.views = views  # the store's: read, never written
         self.statuses = statuses
+        self.slurm: Mapping[str, tuple[SlurmJobOnNode, ...]] = {}  # the store's, per host
         self.thresholds = thresholds
         self.metric = "util"
         self.sort = "name"
@@ -185,9 +188,9 @@ class GpuGrid(ScrollView, can_focus=True):
 
     # -- data in -------------------------------------------------------------------------
 
-    def take(self, changed: Mapping[str, HostView]) -> None:
-        """Hosts whose view changed (already in the store): repaint their lines, or
-        re-make the order when it can have moved."""
+    def take(self, changed: Mapping[str, object]) -> None:
+        """Hosts whose view (or Slurm jobs) changed (already in the store): repaint
+        their lines, or re-make the order when it can have moved."""
         if not changed:
             return
         if self._gpus() != self.shape.gpus or self.sort in MOVING_SORTS or self.group == "job":
@@ -330,7 +333,8 @@ class GpuGrid(ScrollView, can_focus=True):
     def _block(self, name: str, palette: GridPalette) -> tuple[Segment, ...]:
         view = self.views.get(name)
         status = self.statuses.get(name) if view is None or not view.live else None
-        key = (view, status, self.metric, self.shape, palette.name, name == self.cursor)
+        slurm = self.slurm.get(name, ())
+        key = (view, status, slurm, self.metric, self.shape, palette.name, name == self.cursor)
         kept = self._blocks.get(name)
         if kept is not None and kept[:-1] == key:
             return kept[-1]  # type: ignore[return-value]
@@ -364,8 +368,9 @@ class GpuGrid(ScrollView, can_focus=True):
             assert view is not None and view.sample is not None
             heat = palette.heat[1 if self.metric == "memory" else 0]
             gpus = view.sample.gpus
+            held = slurm_gpu_labels(self.slurm.get(name, ()))
             for gpu in gpus[: shape.gpus]:
-                cell = cell_of(gpu, self.metric, self.letters, self.thresholds)
+                cell = cell_of(gpu, self.metric, self.letters, self.thresholds, held)
                 glyphs = cell.glyph * (shape.cell_width - 1)
                 style = palette.not_reported if cell.level is None else heat[cell.level]
                 segments.append(Segment(glyphs, base + style))

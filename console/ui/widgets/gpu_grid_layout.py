@@ -60,12 +60,20 @@ class Cell:
     alerts: tuple[str, ...]
 
 
-def cell_of(gpu: GpuSample, metric: str, letters: JobLetters, limits: Thresholds) -> Cell:
+def cell_of(
+    gpu: GpuSample,
+    metric: str,
+    letters: JobLetters,
+    limits: Thresholds,
+    slurm: Mapping[int, str] | None = None,
+) -> Cell:
+    """``slurm``: GPU index -> the Slurm job holding it (``overview.slurm_gpu_labels``),
+    the cell's job when no distconsole job's process is on the GPU."""
     step = level(gpu_fraction(gpu, metric))
     glyph = NOT_REPORTED_GLYPH if step is None else SHADES[step]
     alerts = tuple(gpu_alerts(gpu, limits))
     jobs = gpu_jobs(gpu)
-    job = jobs[0] if jobs else None
+    job = jobs[0] if jobs else (slurm or {}).get(gpu.index)
     if alerts:
         marker = ATTENTION_MARK  # the host detail says which job, and why
     elif job is not None:
