@@ -25,6 +25,7 @@ from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
 from console.jobs.report import HostBundle
 from console.jobs.slurm import Connections, SlurmBackend, slurm_settings
+from console.jobs.slurm import format_prepared as format_prepared  # plan.py prints it
 from console.jobs.slurm_report import make_slurm_report
 from console.jobs.spec import JobSpec
 from console.logs.follower import HostLogFollower, follow_hosts
@@ -89,22 +90,6 @@ def say(message: str) -> None:
 
 async def prepare_only(args: argparse.Namespace, spec: JobSpec, inventory: Inventory) -> Prepared:
     return await backend(inventory, None, nodes=nodes_of(args)).prepare(spec)
-
-
-def format_prepared(prepared: Prepared, login: str) -> str:
-    """What ``plan --scheduler slurm`` prints: the script and where each output goes."""
-    lines = [
-        f"job {prepared.job_id} ({prepared.plan.name}): {prepared.plan.kind.value} on Slurm, "
-        f"submitted on {login}, world size {prepared.plan.world_size}",
-    ]
-    lines += [f"warning: {w}" for w in prepared.warnings]
-    lines.append("")
-    lines.append((prepared.script or "").rstrip())
-    lines.append("")
-    for launch in prepared.plan.launches:
-        for log in launch.log_paths:
-            lines.append(f"log ({launch.role} {launch.index}): {login}:{log.path}")
-    return "\n".join(lines)
 
 
 async def launch(args: argparse.Namespace, spec: JobSpec, inventory: Inventory) -> int:

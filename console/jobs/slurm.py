@@ -139,6 +139,32 @@ def slurm_plan(job_id: str, spec: JobSpec, login: Host, nodes: int) -> JobPlan:
     )
 
 
+def format_prepared(prepared: Prepared, login: str) -> str:
+    """What ``plan --scheduler slurm`` prints (and the launch form previews): the script
+    and where each task's output goes."""
+    lines = [
+        f"job {prepared.job_id} ({prepared.plan.name}): {prepared.plan.kind.value} on Slurm, "
+        f"submitted on {login}, world size {prepared.plan.world_size}",
+    ]
+    lines += [f"warning: {w}" for w in prepared.warnings]
+    lines.append("")
+    lines.append((prepared.script or "").rstrip())
+    lines.append("")
+    for launch in prepared.plan.launches:
+        for log in launch.log_paths:
+            lines.append(f"log ({launch.role} {launch.index}): {login}:{log.path}")
+    return "\n".join(lines)
+
+
+def prepare_offline(
+    write_script: ScriptWriter, spec: JobSpec, login: Host, nodes: int, job_id: str
+) -> Prepared:
+    """The script and plan without asking anyone (``plan``, the launch form's preview)."""
+    script, warnings = write_script(spec, nodes, task_output=TASK_STEM)
+    plan = slurm_plan(job_id, spec, login, nodes)
+    return Prepared(job_id, spec, plan, script=script, warnings=warnings)
+
+
 class SlurmBackend:
     """Jobs as Slurm batch jobs submitted on the login host (see the module doc)."""
 
@@ -202,9 +228,7 @@ class SlurmBackend:
         if self.write_script is None:
             raise JobError("this Slurm backend was made without a script writer")
         job_id = job_id or paths.new_job_id(spec.display_name)
-        script, warnings = self.write_script(spec, self.nodes, task_output=TASK_STEM)
-        plan = slurm_plan(job_id, spec, self.login, self.nodes)
-        return Prepared(job_id, spec, plan, script=script, warnings=warnings)
+        return prepare_offline(self.write_script, spec, self.login, self.nodes, job_id)
 
     async def preflight(self, prepared: Prepared) -> tuple[str, ...]:
         probe = " ; ".join(f"command -v {c} >/dev/null || echo {c}" for c in COMMANDS)

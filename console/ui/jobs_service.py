@@ -17,15 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from console.errors import ConsoleError
+from console.export.sbatch import backend_script
 from console.inventory import Inventory
-from console.jobs.backend import SshBackend
+from console.jobs.backend import JobBackend, SshBackend
 from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobSummary
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import new_job_id
 from console.jobs.report import host_view_lines, make_report
 from console.jobs.runner import Job, JobRunner, StopReport
-from console.jobs.service import EventCallback, JobService, LaunchEvent
+from console.jobs.service import EventCallback, JobService, LaunchEvent, make_backend
 from console.jobs.spec import JobSpec
 from console.jobs.sync_push import ProgressCallback, SyncProgress
 from console.settings import DEFAULT_SETTINGS, Settings
@@ -104,6 +105,13 @@ def plan_preview(plan: JobPlan, *, port_chosen_at_launch: bool = False) -> str:
     return "\n".join(lines)
 
 
+async def _watch(backend: JobBackend, job_id: str) -> None:
+    """Ask the backend until the job ends (each answer updates the history)."""
+    with contextlib.suppress(ConsoleError):
+        async for _status in backend.watch(job_id):
+            pass
+
+
 class JobsService:
     """Launch, stop and re-attach through one runner; publish every job's row as it changes.
 
@@ -162,6 +170,26 @@ class JobsService:
             if started is not None:  # failed starts end as a row too
                 self._follow(started)
         return self.runner.jobs[launched.job_id]
+
+    async def submit_slurm(
+        self, spec: JobSpec, *, nodes: int, preflight: bool = True, job_id: str | None = None
+    ) -> str:
+        """Submit ``spec`` as a Slurm batch job on the inventory's login host (the launch
+        form's Scheduler: slurm); Slurm's state is then followed into the history, which
+        the rows re-read. Raises as ``launch`` does; returns the job id."""
+        backend = make_backend(
+            "slurm",
+            self.runner.connections,
+            self.inventory,
+            history=self.history,
+            nodes=nodes,
+            write_script=backend_script(self.inventory),
+        )
+        launched = await JobService(backend, self.runner.connections).launch(
+            spec, job_id=job_id, preflight=preflight
+        )
+        self._following[launched.job_id] = asyncio.create_task(_watch(backend, launched.job_id))
+        return launched.job_id
 
     async def stop(self, job_id: str) -> StopReport:
         job = await self.backend.job(job_id)  # known, else re-attached from the history

@@ -6,6 +6,7 @@ output file, and stops with scancel. The job program is the project's DDP exampl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -24,6 +25,13 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from slurm_cluster import SlurmCluster, unavailable_reason
 from sshd_cluster import SETUP_LINE, SshdCluster
 from sshd_cluster import unavailable_reason as sshd_unavailable
+
+from console.inventory import load as load_inventory
+from console.jobs.history import JobHistory
+from console.jobs.slurm_store import SlurmStore
+from console.jobs.spec import make_spec
+from console.transport.pool import ClusterConnections
+from console.ui.jobs_service import JobsService
 
 CLI = [sys.executable, "-m", "console"]
 TIMEOUT_S = 180.0
@@ -243,3 +251,30 @@ def test_pending_reason_follow_and_stop(slurm: Env) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert slurm.job(waiting_id)["state"] == "stopped"
     assert slurm.slurm.job_processes(slurm_id(waiting)) == []
+
+
+async def test_console_submits_a_slurm_job(slurm: Env) -> None:
+    """The launch form's path (Scheduler: slurm): the jobs service submits on the login
+    host and follows Slurm's state into the history until the job ends."""
+    inventory = load_inventory(slurm.inventory)
+    history = JobHistory(slurm.data / "console.sqlite")
+    spec = make_spec(
+        kind="ps", hosts=("node0",), program="example:ps", args=("--steps", "3"),
+        gpus_per_host=1, ps=1, workers=2,
+    )  # fmt: skip
+    async with ClusterConnections(inventory) as pool:
+        await pool.wait_settled()
+        jobs = JobsService(pool, inventory, history=history)
+        try:
+            job_id = await jobs.submit_slurm(spec, nodes=2)
+            deadline = time.monotonic() + TIMEOUT_S
+            while not (record := await asyncio.to_thread(history.get, job_id)).state.finished:
+                assert time.monotonic() < deadline, record
+                await asyncio.sleep(0.5)
+        finally:
+            await jobs.close()
+    assert record.state.value == "succeeded", record.failure
+    assert SlurmStore(history.path).find(job_id) is not None
+    # the plan now names the node of each task's file
+    nodes = {log.node for la in record.plan.launches for log in la.log_paths if la.role != "batch"}
+    assert nodes == {"n1", "n2"}

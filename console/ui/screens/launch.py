@@ -22,6 +22,7 @@ from console.jobs.netpresets import NET_PRESETS
 from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
 from console.jobs.spec import JobSpec, make_spec, parse_env
+from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
 from console.ui.services import LaunchDraft, Services
 
@@ -150,6 +151,9 @@ class LaunchScreen(Screen[str | None]):
                     id="kind",
                 )
                 yield Static("", id="error-kind", classes="field-error", markup=False)
+                yield from slurm_form.scheduler_widgets(
+                    self.inventory, self.draft.fields if self.draft else {}
+                )
                 yield Label("Hosts (none ticked: all)")
                 ticked = set(self.draft.hosts) if self.draft else set()
                 yield SelectionList[str](
@@ -216,7 +220,11 @@ class LaunchScreen(Screen[str | None]):
         self.draft = LaunchDraft(
             kind=values["kind"],
             hosts=tuple(values["hosts"]),
-            fields={**{name: values[name] for name, _, _ in TEXT_FIELDS}, "net": values["net"]},
+            fields={
+                **{name: values[name] for name, _, _ in TEXT_FIELDS},
+                "net": values["net"],
+                **{name: values[name] for name in slurm_form.FIELDS if name in values},
+            },
             fail_fast=values["fail_fast"],
             stop_on_hang=values["stop_on_hang"],
             preflight=self.query_one("#preflight", Checkbox).value,
@@ -233,6 +241,9 @@ class LaunchScreen(Screen[str | None]):
         }
         for name, _, _ in TEXT_FIELDS:
             values[name] = self.query_one(f"#{name}", Input).value
+        if self.query("#scheduler"):
+            values["scheduler"] = str(self.query_one("#scheduler", Select).value)
+            values["nodes"] = self.query_one("#nodes", Input).value
         return values
 
     def refresh_preview(self) -> None:
@@ -265,6 +276,15 @@ class LaunchScreen(Screen[str | None]):
             except PlanError as exc:
                 errors = {"plan": str(exc)}
                 spec = None
+        slurm = slurm_form.chosen(values)
+        for selector in ("#nodes", "#label-nodes", "#error-nodes"):
+            for node in self.query(selector):
+                node.display = slurm
+        if spec is not None and slurm:
+            preview, errors = slurm_form.form_preview(
+                spec, self.inventory, values, self.job_id_for(spec)
+            )
+            spec = spec if not errors else None
         self.spec, self.errors = spec, errors
         self.query_one("#hint-total_steps", Static).update(steps_split_hint(job))
         for node in self.query(".field-error"):
@@ -341,6 +361,14 @@ class LaunchScreen(Screen[str | None]):
         try:
             if jobs is None:
                 status.update("Not launched: not connected to the cluster.")
+                return
+            if slurm_form.chosen(self.values()):
+                nodes, _problem = slurm_form.nodes_of(self.values().get("nodes", ""))
+                status.update("Submitting on the Slurm login host…")
+                submitted = await jobs.submit_slurm(
+                    spec, nodes=nodes or 1, preflight=preflight, job_id=job_id
+                )
+                self.dismiss(submitted)
                 return
             job = await jobs.launch(
                 spec,
