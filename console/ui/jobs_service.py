@@ -26,7 +26,10 @@ from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import new_job_id
 from console.jobs.report import host_view_lines, make_report
 from console.jobs.runner import Job, JobRunner, StopReport
-from console.jobs.service import EventCallback, JobService, LaunchEvent, make_backend
+from console.jobs.service import EventCallback, JobService, LaunchEvent
+from console.jobs.slurm import SlurmBackend
+from console.jobs.slurm_report import make_slurm_report
+from console.jobs.slurm_store import SlurmStore
 from console.jobs.spec import JobSpec
 from console.jobs.sync_push import ProgressCallback, SyncProgress
 from console.settings import DEFAULT_SETTINGS, Settings
@@ -177,19 +180,21 @@ class JobsService:
         """Submit ``spec`` as a Slurm batch job on the inventory's login host (the launch
         form's Scheduler: slurm); Slurm's state is then followed into the history, which
         the rows re-read. Raises as ``launch`` does; returns the job id."""
-        backend = make_backend(
-            "slurm",
-            self.runner.connections,
-            self.inventory,
-            history=self.history,
-            nodes=nodes,
-            write_script=backend_script(self.inventory),
-        )
+        backend = self._slurm(nodes)
         launched = await JobService(backend, self.runner.connections).launch(
             spec, job_id=job_id, preflight=preflight
         )
         self._following[launched.job_id] = asyncio.create_task(_watch(backend, launched.job_id))
         return launched.job_id
+
+    def _slurm(self, nodes: int = 1) -> SlurmBackend:
+        return SlurmBackend(
+            self.runner.connections,
+            self.inventory,
+            write_script=backend_script(self.inventory),
+            nodes=nodes,
+            history=self.history,
+        )
 
     async def stop(self, job_id: str) -> StopReport:
         job = await self.backend.job(job_id)  # known, else re-attached from the history
@@ -223,6 +228,9 @@ class JobsService:
     async def report(self, job_id: str, out: Path) -> Path:
         """Write ``job_id``'s post-mortem bundle to ``out``; returns its summary.txt."""
         record = await asyncio.to_thread(self.history.get, job_id)
+        if await asyncio.to_thread(lambda: SlurmStore(self.history.path).find(job_id)):
+            summary, _bundles = await make_slurm_report(self._slurm(), record, out)
+            return summary  # with Slurm's record (slurm.txt)
         summary, _bundles = await make_report(self.runner.connections, record, out)
         return summary
 

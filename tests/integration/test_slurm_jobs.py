@@ -253,9 +253,10 @@ def test_pending_reason_follow_and_stop(slurm: Env) -> None:
     assert slurm.slurm.job_processes(slurm_id(waiting)) == []
 
 
-async def test_console_submits_a_slurm_job(slurm: Env) -> None:
+async def test_console_submits_a_slurm_job(slurm: Env, tmp_path: Path) -> None:
     """The launch form's path (Scheduler: slurm): the jobs service submits on the login
-    host and follows Slurm's state into the history until the job ends."""
+    host and follows Slurm's state into the history until the job ends; the jobs
+    screen's report (r) of it holds Slurm's record."""
     inventory = load_inventory(slurm.inventory)
     history = JobHistory(slurm.data / "console.sqlite")
     spec = make_spec(
@@ -271,6 +272,7 @@ async def test_console_submits_a_slurm_job(slurm: Env) -> None:
             while not (record := await asyncio.to_thread(history.get, job_id)).state.finished:
                 assert time.monotonic() < deadline, record
                 await asyncio.sleep(0.5)
+            summary = await jobs.report(job_id, tmp_path / "report")
         finally:
             await jobs.close()
     assert record.state.value == "succeeded", record.failure
@@ -278,3 +280,5 @@ async def test_console_submits_a_slurm_job(slurm: Env) -> None:
     # the plan now names the node of each task's file
     nodes = {log.node for la in record.plan.launches for log in la.log_paths if la.role != "batch"}
     assert nodes == {"n1", "n2"}
+    assert "scheduler: slurm job " in summary.read_text()
+    assert "JobState=COMPLETED" in (tmp_path / "report" / "slurm.txt").read_text()
