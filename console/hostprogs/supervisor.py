@@ -334,6 +334,9 @@ class Supervisor(SvPeers):
         self.event("capture", captured=captured)
         if self.hang is not None:
             self.hang["captured"] = self.hang["captured"] + captured
+        elif not self.is_leader and captured:
+            # The leader's record is the job's truth: it lists every host's captures.
+            self.send_leader({"type": "captured", "captured": captured})
         self.dirty = True
 
     # -- the end -------------------------------------------------------------------------

@@ -119,6 +119,7 @@ class SvPeers:
     leader_lost: bool
     unsupervised: dict[str, dict[str, Any]]  # host -> {"at", "why"}: its supervisor ended
     last_connect: float
+    hang: dict[str, Any] | None
 
     # Provided by Supervisor:
     def event(self, event: str, **details: Any) -> None: ...
@@ -253,6 +254,13 @@ class SvPeers:
         elif kind == "beat":
             if isinstance(message.get("progress"), (int, float)):
                 self.progress[peer.host] = float(message["progress"])
+        elif kind == "captured":
+            # A follower's ranks captured for the hang this leader marked.
+            names = [str(n) for n in message.get("captured") or ()]
+            if self.hang is not None and names:
+                self.hang["captured"] = [*self.hang["captured"], *names]
+                self.event("peer-captured", peer=peer.host, captured=names)
+                self.dirty = True
         elif kind == "stop":
             # The job's own stop: the only thing a peer may ask.
             self.event("stop-asked", peer=peer.host)

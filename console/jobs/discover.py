@@ -224,12 +224,17 @@ def failure_text(failure: Mapping[str, Any], document: Mapping[str, Any] | None 
     rank = failure.get("rank")
     signal = failure.get("signal")
     reason = f"killed by {signal}" if signal else ""
+    cause = str(failure.get("reason") or failure.get("cause") or "")
+    if not failure.get("process") and cause.startswith("hung"):
+        # The policy records a hang as the cause only when the job stops on one.
+        return f"{cause}; stopped because --stop-on-hang"
+    ranks = [r for r in failure.get("ranks") or () if isinstance(r, int)]
     described = JobFailure(
-        host=str(failure.get("host", "?")),
-        process=str(failure.get("process", "?")),
-        ranks=(int(rank),) if isinstance(rank, int) else (),
+        host=str(failure.get("host") or "?"),
+        process=str(failure.get("process") or ""),
+        ranks=tuple(ranks) or ((int(rank),) if isinstance(rank, int) else ()),
         exit_status=failure.get("exit_code"),
-        reason=reason or str(failure.get("cause", "")),
+        reason=reason or ("" if failure.get("exit_code") is not None else cause),
         tail=tuple(str(line) for line in failure.get("lines") or ()),
         ended_at=failure.get("at"),
     )

@@ -137,11 +137,12 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
     view = record.host_view or {}
     truth = supervisor or {}
     state = record.state.value + (" (hung)" if view.get("hung") else "")
+    leader = view.get("leader") or truth.get("host")
     lines = [
         f"job {record.id} ({record.name}), {record.kind.value}, "
         f"{record.plan.world_size} ranks on {', '.join(record.hosts)}",
         f"state: {truth.get('state') or state}"
-        + (f" (recorded by {view.get('leader')}'s supervisor)" if truth or view else ""),
+        + (f" (recorded by {leader}'s supervisor)" if leader else ""),
         f"started {_when(record.started)}"
         + (f", ended {_when(record.ended)}" if record.ended else ""),
     ]
@@ -170,8 +171,10 @@ def host_view_lines(
     hang = truth.get("hang") or view.get("hang")
     if hang:
         captured = ", ".join(hang.get("captured") or []) or "nothing"
+        idle = hang.get("idle_s")
+        idle_text = f"{idle:.0f}" if isinstance(idle, int | float) else "?"
         lines.append(
-            f"hang: no progress for {hang.get('idle_s', '?')} s, marked at "
+            f"hang: no progress for {idle_text} s, marked at "
             f"{_when(hang.get('at'))}; captured {captured} (r: report)"
         )
     return lines

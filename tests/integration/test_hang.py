@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 import tempfile
 import time
@@ -124,7 +125,10 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
         # frozen rank takes the grace, 2 s here: only SIGKILL reaches a stopped process).
         wait_for(lambda: not live_processes(cluster), timeout=90, step=0.5)
         wait_for(lambda: (read_json(leader_dir / "supervisor.json") or {}).get("ended_at"))
-        assert (read_json(leader_dir / "supervisor.json") or {})["state"] == "failed"
+        leader = read_json(leader_dir / "supervisor.json") or {}
+        assert leader["state"] == "failed"
+        # The leader's record lists every rank captured, node1's (sent by its supervisor) too.
+        assert sorted(leader["hang"]["captured"]) == ["torchrun-0", "torchrun-1"], leader
 
         out = tmp_path / "report"
         report = dc(tmp_path, "report", inv, job_id, "--out", str(out))
@@ -136,6 +140,13 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
         summary = (out / "summary.txt").read_text()
         # The summary tells the hang and names the frozen rank as the stuck one.
         assert "hang" in summary.lower() and "node1 torchrun-1 rank 1" in summary, summary
+        assert re.search(
+            r"first failure: hung: no progress for \d+ s; stopped because --stop-on-hang",
+            summary,
+        ), summary
+        assert re.search(
+            r"hang: no progress for \d+ s, marked at .*; captured .*torchrun-1", summary
+        )
     finally:
         if stopped is not None:
             with contextlib.suppress(psutil.Error):
