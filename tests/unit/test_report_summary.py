@@ -4,6 +4,8 @@ writes (the policy's own ``Failure.to_json``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from console.hostprogs.supervisor_policy import (
     HangSeen,
     JobPolicy,
@@ -69,6 +71,6 @@ def test_a_rank_named_by_the_launcher_is_the_failures_rank() -> None:
 
 
 def test_a_silent_host_reads_as_that_host_and_why() -> None:
-    first = {"host": "n1", "process": None, "rank": None, "exit_code": None,
+    first: dict[str, Any] = {"host": "n1", "process": None, "rank": None, "exit_code": None,
              "signal": None, "reason": "no heartbeat for 4 s", "lines": [], "at": 5.0}  # fmt: skip
     assert failure_text(first) == "n1: no heartbeat for 4 s"
