@@ -168,8 +168,10 @@ async def run_worker(
     result: dict[str, Any] = {}
 
     def all_sampled() -> bool:
-        panels = screen._panels.values()
-        return bool(panels) and all(p.view is not None and p.view.sample for p in panels)
+        # What the screen shows (dense grid or host panels) is the store's views, applied
+        # before the paint this is checked at.
+        views = screen.views
+        return len(views) == len(inventory.hosts) and all(v.sample for v in views.values())
 
     async with app.run_test(size=size) as pilot:
         probe = Probe(app)
