@@ -20,7 +20,7 @@ from console.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, ConsoleErr
 
 COMMANDS = (
     "check", "gpus", "plan", "launch", "export", "jobs", "stop", "logs", "report", "keys", "demo",
-    "ui",
+    "ui", "sync-gc",
 )  # fmt: skip
 
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"distconsole {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"console.commands.{name}")
+        module = importlib.import_module(f"console.commands.{name.replace('-', '_')}")
         module.register(sub)
     return parser
 

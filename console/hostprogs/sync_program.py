@@ -12,6 +12,13 @@ objects are missing. ``put``: stdin is the manifest on one line, then each objec
 ``OID SIZE`` and its bytes in base64 lines (at most :data:`LINE_RAW` bytes per line),
 then ``.``; it stores them (checking each hash), answers ``{"stored": OID}`` per object,
 then builds the tree and answers ``{"tree": PATH, ...}``.
+``gc``: stdin is ``{"keep": N, "dry_run": bool, "names": [NAME...] or null}``; keeps each
+name's N most recently synced trees (a ``check`` that finds a tree ready touches it, so
+reuse counts as a sync) and every tree a process of this user works in
+(``/proc/PID/cwd``), removes the other trees (of ``names`` only, when given), then every
+object no tree links to any more (hard-link count 1) unless it was stored within the
+last hour (a sync running now may be about to link it), and answers what it removed and
+freed (with ``dry_run``: what it would).
 
 Standard library only, Python >= 3.7; opens its output with its versioned hello.
 """
@@ -19,11 +26,13 @@ Standard library only, Python >= 3.7; opens its output with its versioned hello.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import sys
+import time
 from typing import BinaryIO
 
 PROGRAM = "sync"
@@ -100,6 +109,8 @@ def check(root: str) -> None:
                 missing.append(oid)
             seen.add(oid)
     tree = os.path.join(root, "trees", manifest["tree"])
+    if ready:
+        os.utime(tree)  # a reuse is a sync: gc keeps the most recently synced trees
     say({"ready": ready, "missing": missing, "tree": tree})
 
 
@@ -177,14 +188,130 @@ def put(root: str) -> None:
     say(materialise(root, manifest))
 
 
+TREE_ID_LEN = 16  # trees are NAME-ID, ID the first 16 hex digits of the tree's hash
+STALE_TMP_S = 3600  # a .tmp-/.old- left this long ago is from a sync that died
+MIN_OBJECT_AGE_S = 3600  # a younger unlinked object may be about to be linked by a sync
+
+
+def tree_name(entry: str) -> str:
+    """NAME of a ``NAME-ID`` tree directory (the whole entry if it is not one)."""
+    name, dash, tree_id = entry.rpartition("-")
+    ok = dash and len(tree_id) == TREE_ID_LEN and all(c in "0123456789abcdef" for c in tree_id)
+    return name if ok else entry
+
+
+def cwds_in(trees: str) -> set[str]:
+    """The trees some process of this user works in (``/proc/PID/cwd`` under ``trees``)."""
+    busy: set[str] = set()
+    prefix = os.path.realpath(trees) + os.sep
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return busy
+    for pid in pids:
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue  # another user's, or gone
+        if cwd.startswith(prefix):
+            busy.add(cwd[len(prefix) :].split(os.sep, 1)[0])
+    return busy
+
+
+def tree_files(path: str) -> list[os.stat_result]:
+    found = []
+    for directory, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                found.append(os.lstat(os.path.join(directory, name)))
+    return found
+
+
+def gc(root: str) -> None:
+    request = json.loads(sys.stdin.read() or "{}")
+    keep = int(request.get("keep", 3))
+    dry_run = bool(request.get("dry_run", False))
+    names = request.get("names")
+    if keep < 0:
+        fail(f"keep must be >= 0, got {keep}")
+    trees = os.path.join(root, "trees")
+    objects = os.path.join(root, "objects")
+    now = time.time()
+    by_name: dict[str, list[tuple[float, str]]] = {}  # NAME -> [(mtime, entry)]
+    stale: list[str] = []
+    entries = os.listdir(trees) if os.path.isdir(trees) else []
+    for entry in entries:
+        path = os.path.join(trees, entry)
+        mtime = os.lstat(path).st_mtime
+        if entry.startswith("."):
+            if now - mtime > STALE_TMP_S:
+                stale.append(entry)
+            continue
+        name = tree_name(entry)
+        if names is None or name in names:
+            by_name.setdefault(name, []).append((mtime, entry))
+    busy = cwds_in(trees)
+    doomed = list(stale)
+    kept: list[str] = []
+    for _name, found in sorted(by_name.items()):
+        found.sort(reverse=True)
+        for index, (_mtime, entry) in enumerate(found):
+            (kept if index < keep or entry in busy else doomed).append(entry)
+    # Links the doomed trees hold, per inode: an object whose other links are all in
+    # them is freed with them (counted before removing, so a dry run says the same).
+    held: dict[int, int] = {}
+    freed = 0
+    for entry in doomed:
+        for st in tree_files(os.path.join(trees, entry)):
+            held[st.st_ino] = held.get(st.st_ino, 0) + 1
+            if st.st_nlink == 1:
+                freed += st.st_size  # a copy (the link failed): freed with its tree
+    removed_objects = 0
+    doomed_objects: list[str] = []
+    if os.path.isdir(objects):
+        for directory, _dirs, files in os.walk(objects):
+            for name in files:
+                path = os.path.join(directory, name)
+                st = os.lstat(path)
+                if name.startswith(".tmp-"):
+                    if now - st.st_mtime > STALE_TMP_S:
+                        doomed_objects.append(path)
+                        freed += st.st_size
+                    continue
+                young = now - st.st_mtime < MIN_OBJECT_AGE_S
+                if not young and st.st_nlink - held.get(st.st_ino, 0) <= 1:
+                    doomed_objects.append(path)
+                    freed += st.st_size
+                    removed_objects += 1
+    if not dry_run:
+        for entry in doomed:
+            shutil.rmtree(os.path.join(trees, entry), ignore_errors=True)
+        for path in doomed_objects:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    say(
+        {
+            "removed": sorted(e for e in doomed if not e.startswith(".")),
+            "kept": sorted(kept),
+            "busy": sorted(busy & set(kept)),
+            "stale": len(stale),
+            "objects": removed_objects,
+            "bytes": freed,
+            "dry_run": dry_run,
+        }
+    )
+
+
 def main() -> None:
     say({"program": PROGRAM, "v": VERSION})
-    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "put"):
-        fail("usage: sync_program.py check|put ROOT")
+    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "put", "gc"):
+        fail("usage: sync_program.py check|put|gc ROOT")
     root = os.path.expanduser(sys.argv[2])
     try:
         if sys.argv[1] == "check":
             check(root)
+        elif sys.argv[1] == "gc":
+            gc(root)
         else:
             put(root)
     except OSError as exc:
