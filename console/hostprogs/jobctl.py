@@ -55,6 +55,7 @@ SUPERVISOR_PORT = "supervisor.port"
 SUPERVISOR_STATE = "supervisor.json"
 SUPERVISOR_LOG = "supervisor.log"
 FINAL_STATES = ("succeeded", "failed", "stopped")
+FREE_PORT_TRIES = 64  # bases tried for free-port's span
 LOST_HOSTS = "lost-hosts"  # lost-hosts/HOST in a job directory: the console lost HOST
 
 
@@ -91,6 +92,11 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
 
 def live_processes() -> list[tuple[int, int, str]]:
     """(pid, pgid, state) of every process except zombies (they are already dead)."""
+    return [(pid, pgid, state) for pid, pgid, _sid, state in live_sessions()]
+
+
+def live_sessions() -> list[tuple[int, int, int, str]]:
+    """(pid, pgid, session id, state) of every process except zombies."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -99,10 +105,19 @@ def live_processes() -> list[tuple[int, int, str]]:
         if not stat:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) < 3 or fields[0] in ("Z", "X"):
+        if len(fields) < 4 or fields[0] in ("Z", "X"):
             continue
-        found.append((int(entry), int(fields[2]), fields[0]))
+        found.append((int(entry), int(fields[2]), int(fields[3]), fields[0]))
     return found
+
+
+def session_members(sessions: set[int]) -> dict[int, int]:
+    """pid -> pgid of the live processes in one of ``sessions``: each job process starts
+    a session of its own (setsid), so its recorded pgid is also its session id. A process
+    that moved to a group of its own and renamed itself with a blank environment (Ray's
+    workers) is found by neither the group nor the marker, but stays in the session."""
+    me = os.getpid()
+    return {pid: pgid for pid, pgid, sid, _s in live_sessions() if sid in sessions and pid != me}
 
 
 def marked_pids(job_id: str) -> list[int]:
@@ -410,10 +425,14 @@ def op_stop(args: dict[str, Any]) -> None:
     me = os.getpgrp()
     groups.discard(me)
 
+    sessions = set(groups)
+
     def remaining() -> list[int]:
         marked = set(marked_pids(job_id))
         return sorted(
-            pid for pid, pgid, _state in live_processes() if pgid in groups or pid in marked
+            pid
+            for pid, pgid, sid, _state in live_sessions()
+            if pgid in groups or pid in marked or sid in sessions
         )
 
     def signal_all(sig: int) -> int:
@@ -434,6 +453,14 @@ def op_stop(args: dict[str, Any]) -> None:
                     os.killpg(pgid, sig)
                 else:
                     os.kill(pid, sig)
+                sent += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pgid in sorted(set(session_members(sessions).values()) - groups - {me}):
+            # A group made inside a job process's session (Ray's workers).
+            groups.add(pgid)
+            try:
+                os.killpg(pgid, sig)
                 sent += 1
             except (ProcessLookupError, PermissionError):
                 pass
@@ -467,9 +494,30 @@ def op_stop(args: dict[str, Any]) -> None:
 
 
 def op_free_port(args: dict[str, Any]) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        emit({"port": sock.getsockname()[1]})
+    """A port P nobody listens on, with ``span`` ports P..P+span-1 all free (a Ray job
+    uses P to P+3+hosts; ``plan_ray``)."""
+    span = max(1, int(args.get("span") or 1))
+    for _attempt in range(FREE_PORT_TRIES):
+        with contextlib.ExitStack() as held:
+            first = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            first.bind(("", 0))
+            base = first.getsockname()[1]
+            if base + span - 1 <= 65535 and all(
+                _port_free(held, port) for port in range(base + 1, base + span)
+            ):
+                emit({"port": base, "span": span})
+                return
+    raise RuntimeError(f"free-port: no {span} free ports in a row after {FREE_PORT_TRIES} tries")
+
+
+def _port_free(held: contextlib.ExitStack, port: int) -> bool:
+    """Bind ``port`` (kept bound until the check ends, so the range is free at once)."""
+    sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+    try:
+        sock.bind(("", port))
+    except OSError:
+        return False
+    return True
 
 
 def op_host_lost(args: dict[str, Any]) -> None:

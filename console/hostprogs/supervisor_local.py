@@ -19,7 +19,13 @@ from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.failure_lines import failed_rank, first_error
-    from console.hostprogs.jobctl import exit_status, job_pgids, marked_pids, supervisor_file
+    from console.hostprogs.jobctl import (
+        exit_status,
+        job_pgids,
+        marked_pids,
+        session_members,
+        supervisor_file,
+    )
 
 SUPERVISOR_PROGRAM = "supervisor"
 SUPERVISOR_VERSION = 1  # of supervisor.json and the wire messages
@@ -77,6 +83,7 @@ class SvLocal:
         self.term_at: float | None = None
         self.kill_at: float | None = None
         self.groups: set = set()
+        self.sessions: set = set()  # the recorded groups: each leads a session
 
     def poll(self, stop_asked_at: float | None) -> list[dict[str, Any]]:
         """Processes found ended since the last poll: a status file, or a vanished group."""
@@ -155,6 +162,7 @@ class SvLocal:
         self.term_at = time.time()
         self.kill_at = self.term_at + grace
         self.groups = set(job_pgids(self.job_dir, list(self.procs)).values())
+        self.sessions = set(self.groups)  # each process's group leads its own session
         self._signal(signal.SIGTERM)
 
     def tick(self) -> None:
@@ -176,6 +184,11 @@ class SvLocal:
                     os.killpg(pgid, sig)
                 else:
                     os.kill(pid, sig)
+        for pgid in sorted(set(session_members(self.sessions).values()) - self.groups - {me}):
+            # A group made inside a job process's session (Ray's workers).
+            self.groups.add(pgid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
 
     def leftovers(self) -> list[int]:
-        return marked_pids(self.job_id)
+        return sorted(set(marked_pids(self.job_id)) | set(session_members(self.sessions)))

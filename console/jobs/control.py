@@ -81,9 +81,10 @@ class JobControl:
             )
         return jobctl_reports.one_shot(host, op, result.stdout)
 
-    async def free_port(self, host: str) -> int:
-        """A TCP port no process on ``host`` listens on right now."""
-        data = await self._jobctl(host, "free-port", {}, timeout=20)
+    async def free_port(self, host: str, span: int = 1) -> int:
+        """A TCP port P no process on ``host`` listens on right now, with P..P+span-1
+        free too (a job that uses a range of ports from its master port)."""
+        data = await self._jobctl(host, "free-port", {"span": span}, timeout=20)
         return jobctl_reports.free_port(data).port
 
     def _save(self, job: Job) -> None:

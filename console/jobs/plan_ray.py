@@ -140,8 +140,13 @@ def dashboard_url(p: Placement) -> str:
     return f"http://{shown}:{port}"
 
 
+def port_count(hosts: int) -> int:
+    """How many ports from the master port P a Ray job on ``hosts`` hosts uses."""
+    return 3 + hosts
+
+
 def check_ports(p: Placement) -> None:
-    count = 3 + len(p.hosts)
+    count = port_count(len(p.hosts))
     check_port_range(p.master_port, count)
     port = p.spec.ray_dashboard_port
     if port is not None and port != p.master_port + 1 and 0 <= port - p.master_port < count:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 
 from console.errors import JobError
-from console.jobs import jobctl_reports, remote_ops, supervision
+from console.jobs import jobctl_reports, plan_ray, remote_ops, supervision
 from console.jobs.control import DEFAULT_GRACE_S, WATCH_INTERVAL_S, Connections
 from console.jobs.history import JobRecord, plan_hosts
 from console.jobs.job import Job, JobEvent, JobFailure, ProcessInfo, StopReport
@@ -49,6 +49,10 @@ __all__ = [
 START_TIMEOUT_S = 60.0
 
 
+# Kinds whose master port, when not given, is a free one the master host names.
+FREE_PORT_KINDS = (JobKind.DDP, JobKind.PS, JobKind.RAY)
+
+
 class JobRunner(JobWatch):
     """Starts, watches and stops jobs over a cluster's connections (see module doc)."""
 
@@ -60,13 +64,16 @@ class JobRunner(JobWatch):
         return {}
 
     async def prepare(self, spec: JobSpec, *, job_id: str | None = None) -> JobPlan:
-        """Plan ``spec``; without a master port (ddp, ps), ask the master host for a free
-        one first, so that the planner's port is one nobody listens on right now."""
+        """Plan ``spec``; without a master port (ddp, ps, ray), ask the master host for a
+        free one first, so that the planner's port is one nobody listens on right now (for
+        Ray the whole range it uses from there, ``plan_ray.check_ports``)."""
         job_id = job_id or new_job_id(spec.display_name)
-        if spec.master_port is None and spec.kind in (JobKind.DDP, JobKind.PS):
-            master = select_hosts(spec, self.inventory)[0]
+        if spec.master_port is None and spec.kind in FREE_PORT_KINDS:
+            hosts = select_hosts(spec, self.inventory)
+            master = hosts[0]
             self.require_up([master.name], what=f"job {job_id}")
-            spec = spec_with(spec, master_port=await self.free_port(master.name))
+            span = plan_ray.port_count(len(hosts)) if spec.kind is JobKind.RAY else 1
+            spec = spec_with(spec, master_port=await self.free_port(master.name, span))
         self.specs[job_id] = spec  # written into the hosts' job.json at launch
         return plan(spec, self.inventory, job_id=job_id)
 

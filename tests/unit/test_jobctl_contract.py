@@ -5,9 +5,12 @@ be imported, so it spells the job directory's file names itself: they must be th
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -33,11 +36,11 @@ def test_file_names_are_the_paths_modules() -> None:
 
 
 def test_no_follow_operation_ships_any_more() -> None:
-    assert set(jobctl.OPS) == {"start", "watch", "inspect", "stop", "free-port"}
+    assert set(jobctl.OPS) == {"start", "watch", "inspect", "stop", "free-port", "host-lost"}
     assert "op_follow" not in Path(jobctl.__file__).read_text()
 
 
-def _run(op: str, args: dict[str, object] | None = None) -> str:
+def _run(op: str, args: Mapping[str, object] | None = None) -> str:
     """The helper as the runner ships it (``jobctl_command``), run by a real bash."""
     host = Host(name="h", address="local", python=sys.executable, setup="false # not run")
     done = subprocess.run(
@@ -87,3 +90,14 @@ def test_a_helper_of_another_version_is_refused() -> None:
     assert record is not None
     assert reports.watch_record(record) == reports.ProcessReport("worker-0", True, pgid=12)
     assert reports.watch_record({"done": True}) == reports.WatchDone()
+
+
+def test_free_port_with_a_span_names_a_base_whose_whole_range_is_free() -> None:
+    # A Ray job on 3 hosts uses P..P+5 (plan_ray.port_count): all six must be free.
+    out = _run("free-port", {"span": 6})
+    port = reports.free_port(reports.one_shot("h", "free-port", out)).port
+    assert port + 5 <= 65535
+    with contextlib.ExitStack() as held:
+        for candidate in range(port, port + 6):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("", candidate))  # raises if one of the range was taken

@@ -21,6 +21,7 @@ from console.jobs.models import JobKind, JobPlan
 from console.jobs.netpresets import NET_PRESETS
 from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
+from console.jobs.runner import FREE_PORT_KINDS as RUNNER_FREE_PORT_KINDS
 from console.jobs.spec import JobSpec, make_spec, parse_env
 from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
@@ -65,7 +66,7 @@ KIND_EXAMPLES = {
 }
 # Kinds whose master port, when the form leaves it empty, is a free port that the
 # runner asks the master host for at launch (runner.prepare).
-FREE_PORT_KINDS = (JobKind.DDP.value, JobKind.PS.value)
+FREE_PORT_KINDS = tuple(kind.value for kind in RUNNER_FREE_PORT_KINDS)
 
 
 def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]]:
