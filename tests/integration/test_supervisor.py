@@ -261,6 +261,38 @@ def test_one_follower_supervisor_killed_leaves_the_job_running_unsupervised(
     assert_nothing_left(cluster)
 
 
+def test_the_leaders_supervisor_killed_leaves_the_followers_running_unsupervised(
+    sshd_cluster, tmp_path
+) -> None:
+    """The leader's connection closes (node0 lives): node1's supervisor notes its leader
+    unsupervised, judges its own part alone and stops nothing; every rank runs on and a
+    fresh console reads the job unsupervised on node0."""
+    cluster = sshd_cluster(n=2)
+    job_id = launch_loops(tmp_path, cluster)
+    follower_file = job_dir(cluster, "node1", job_id) / "supervisor.node1.json"
+    wait_for(lambda: read_json(follower_file).get("state") == "running")
+    os.kill(supervisor_pid(cluster, "node0", job_id), signal.SIGKILL)
+    wait_for(lambda: "node0" in (read_json(follower_file).get("unsupervised") or {}))
+    before = commands(cluster)  # the ranks of both hosts and node1's supervisor
+    assert before.keys() == {"node0", "node1"}
+    follower_pid = supervisor_pid(cluster, "node1", job_id)
+    assert psutil.pid_exists(follower_pid) and psutil.Process(follower_pid).status() != "zombie"
+    follower = read_json(follower_file)
+    assert follower["state"] == "running", follower
+    # Beyond the silence limit (4 s) nothing is stopped: a closed connection is no loss.
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        assert commands(cluster) == before
+        assert read_json(follower_file)["state"] == "running"
+        time.sleep(0.5)
+    [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
+    assert job["state"] == "unsupervised", job
+    assert "node0" in json.dumps(job), job
+    stopped = dc(tmp_path, "stop", str(cluster.inventory_path), job_id, "--grace", "3")
+    assert stopped.returncode == 0, stopped.stderr
+    assert_nothing_left(cluster)
+
+
 def test_hosts_sharing_a_home_keep_their_supervisors_apart(sshd_cluster, tmp_path) -> None:
     """One account on both hosts (an NFS home): one job directory, each supervisor's
     files under its own names; the crash is recorded once, naming the host that ran it."""
