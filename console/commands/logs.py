@@ -41,16 +41,6 @@ ENDED_POLL_S = 0.5
 ENDED_POLLS = 20
 
 
-def rank_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def regex_arg(text: str) -> re.Pattern[str]:
     try:
         return re.compile(text, re.IGNORECASE)
@@ -68,7 +58,7 @@ def register(sub: Any) -> None:
     options.add_job_id(parser)
     parser.add_argument(
         "--rank",
-        type=rank_arg,
+        type=options.whole_number,
         action="append",
         metavar="R",
         help="only this global rank (repeatable)",

@@ -57,6 +57,17 @@ def selected_hosts(
     return chosen
 
 
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number >= 0 (``--rank``, ``--keep``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def seconds(text: str) -> float:
     """``type=`` for a duration that must be > 0."""
     try:

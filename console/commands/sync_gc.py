@@ -25,16 +25,6 @@ from console.jobs.sync_gc import DEFAULT_KEEP, HostGc, gc_hosts
 from console.transport.pool import ClusterConnections
 
 
-def keep_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "sync-gc",
@@ -45,7 +35,7 @@ def register(sub: Any) -> None:
     options.add_host_selection(parser)
     parser.add_argument(
         "--keep",
-        type=keep_arg,
+        type=options.whole_number,
         default=DEFAULT_KEEP,
         metavar="N",
         help=f"synced trees kept per name, the most recent (default {DEFAULT_KEEP})",
