@@ -6,7 +6,8 @@ Each sub-command lives in ``console/commands/<name>.py`` and exposes
 registered (its module pulls in asyncssh, pydantic, ...: about 0.4 s of CPU for all of
 them); the others get a one-line entry for ``distconsole --help`` from ``COMMANDS``.
 Errors are mapped to exit statuses here and only here, by the status each error class
-carries (console/errors.py): 2 bad input, 1 failed, 130 interrupted. Output piped into a reader that goes away (``| head``) ends quietly.
+carries (console/errors.py): 2 bad input, 1 failed, 130 interrupted.
+Output piped into a reader that goes away (``| head``) ends quietly.
 """
 
 from __future__ import annotations
