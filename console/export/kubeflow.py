@@ -9,18 +9,8 @@ PET_MASTER_PORT, which ``torchrun`` reads; for MPI it writes ``/etc/mpi/hostfile
 the launcher runs ``mpirun``. Trainer v2 has no TensorFlow runtime, so ps is refused
 there (``--api v1`` gives a TFJob).
 
-``--api v1`` writes the training-operator / mpi-operator kinds:
-
-- ddp: ``PyTorchJob`` (kubeflow.org/v1), a Master and N-1 Workers, each running
-  ``torchrun --node-rank $(RANK) --master-addr $(MASTER_ADDR) --master-port
-  $(MASTER_PORT)`` (the operator sets those; Kubernetes expands ``$(VAR)``);
-- mpi, horovod: ``MPIJob`` (kubeflow.org/v2beta1, mpi-operator v2), a Launcher running
-  ``mpirun`` and N Workers with ``slotsPerWorker`` = GPUs per node. Worker pods run the
-  image's entrypoint, which must start sshd as mpi-operator v2 requires;
-- ps: ``TFJob`` (kubeflow.org/v1), PS / Chief / Worker replica specs. The operator sets
-  TF_CONFIG; ``cleanPodPolicy: Running`` removes the ps pods when the job ends, and
-  without a chief ``successPolicy: AllWorkers`` makes every worker's success the job's
-  (the console's PS rule).
+``--api v1`` writes the training-operator / mpi-operator kinds
+(PyTorchJob, MPIJob, TFJob: :mod:`console.export.kubeflow_v1`).
 
 Common to all: the image (``--image``; a TrainJob may leave it to the runtime), the
 program and its arguments (``{placeholders}`` replaced; every ``$`` written as ``$$`` so
@@ -42,6 +32,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from console.errors import UsageError
+from console.export.kubeflow_parts import (
+    env_list,
+    gpu_resources,
+    metadata,
+    mpirun_argv,
+    program_args,
+    torchrun_target,
+)
+from console.export.kubeflow_v1 import mpi_job, pytorch_job, tf_job
 from console.export.shape import JobShape
 from console.jobs.models import JobKind
 
@@ -58,14 +57,6 @@ DEFAULT_RUNTIMES = {
     JobKind.HOROVOD: "mpi-distributed",
 }
 MPI_HOSTFILE = "/etc/mpi/hostfile"  # written by the Trainer's MPI plugin
-TRAINING_OPERATOR_API_VERSION = "kubeflow.org/v1"
-MPI_OPERATOR_API_VERSION = "kubeflow.org/v2beta1"
-GPU_RESOURCE = "nvidia.com/gpu"
-PYTORCH_CONTAINER = "pytorch"  # the names the operators look for
-PYTORCH_PORT_NAME = "pytorchjob-port"
-TF_CONTAINER = "tensorflow"
-PYTHON = "python3"
-MPI_FORWARDED = ("PATH", "LD_LIBRARY_PATH")
 # A TrainJob's pods are named <name>-node-<i>-<j>.<name>; DNS labels stop at 63.
 MAX_NAME = 40
 
@@ -115,126 +106,34 @@ def image_problem(value: str) -> str | None:
     return f"{value!r} is not an image reference (no spaces or control characters)"
 
 
-def _literal(text: str) -> str:
-    """``$`` doubled: Kubernetes expands ``$(VAR)`` in command and args, ``$$`` is ``$``."""
-    return text.replace("$", "$$")
-
-
-def _program(shape: JobShape) -> list[str]:
-    """The program as argv in the image (``python3 script.py``, ``python3 -m MODULE``)."""
-    module = shape.example_module
-    if module is not None:
-        return [PYTHON, "-m", module]
-    program = _literal(shape.spec.program)
-    if program.endswith(".py"):
-        return [PYTHON, program]
-    return [program]
-
-
-def _torchrun_target(shape: JobShape) -> list[str]:
-    module = shape.example_module
-    if module is not None:
-        return ["-m", module]
-    program = _literal(shape.spec.program)
-    if program.endswith(".py"):
-        return [program]
-    return ["--no-python", program]
-
-
-def _args(shape: JobShape) -> list[str]:
-    return [_literal(a) for a in shape.args]
-
-
-def _env_list(env: dict[str, str]) -> list[dict[str, str]]:
-    return [{"name": k, "value": v} for k, v in env.items()]
-
-
-def _gpu_resources(gpus: int) -> dict[str, Any]:
-    return {"limits": {GPU_RESOURCE: str(gpus)}}
-
-
-def _metadata(name: str, namespace: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    return meta
-
-
-def _mpirun(shape: JobShape, env: dict[str, str], *, hostfile: str | None) -> list[str]:
-    argv = ["mpirun"]
-    if hostfile:
-        argv += ["--hostfile", hostfile]
-    argv += ["-np", str(shape.world_size), "--bind-to", "none"]
-    if shape.spec.interface:
-        argv += ["--mca", "btl_tcp_if_include", shape.spec.interface]
-    for name in dict.fromkeys([*MPI_FORWARDED, *env]):
-        argv += ["-x", name]
-    return argv + _program(shape)
-
-
-def _container(
-    name: str,
-    image: str,
-    command: list[str] | None,
-    args: list[str],
-    env: dict[str, str],
-    gpus: int,
-    workdir: str | None,
-) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": name, "image": image}
-    if command:
-        container["command"] = command
-    if args:
-        container["args"] = args
-    if workdir:
-        container["workingDir"] = workdir
-    container["env"] = _env_list(env)
-    if gpus:
-        container["resources"] = _gpu_resources(gpus)
-    return container
-
-
-def _replica(replicas: int, container: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "replicas": replicas,
-        "restartPolicy": "Never",  # as the console: a rank that fails is not restarted
-        "template": {"spec": {"containers": [container]}},
-    }
-
-
-def _run_policy(shape: JobShape) -> dict[str, Any]:
-    # Fail-fast: when the job fails (or ends), the pods still running are deleted.
-    return {"cleanPodPolicy": "Running" if shape.spec.fail_fast else "None"}
-
-
 def _train_job(
     shape: JobShape, name: str, namespace: str | None, image: str | None, runtime: str | None
 ) -> dict[str, Any]:
     kind = shape.kind
     env = shape.env(shape.spec.interface)
     if kind is JobKind.DDP:
-        command = ["torchrun", *_torchrun_target(shape)]
+        command = ["torchrun", *torchrun_target(shape)]
     else:
-        command = _mpirun(shape, env, hostfile=MPI_HOSTFILE)
+        command = mpirun_argv(shape, env, hostfile=MPI_HOSTFILE)
     trainer: dict[str, Any] = {}
     if image:
         trainer["image"] = image
     trainer["command"] = command
-    args = _args(shape)
+    args = program_args(shape)
     if args:
         trainer["args"] = args
     trainer.update(
         {
             "numNodes": shape.nodes,
             "numProcPerNode": shape.gpus_per_node,
-            "resourcesPerNode": _gpu_resources(shape.gpus_per_node),
-            "env": _env_list(env),
+            "resourcesPerNode": gpu_resources(shape.gpus_per_node),
+            "env": env_list(env),
         }
     )
     return {
         "apiVersion": TRAINER_API_VERSION,
         "kind": "TrainJob",
-        "metadata": _metadata(name, namespace),
+        "metadata": metadata(name, namespace),
         "spec": {
             "runtimeRef": {
                 "apiGroup": TRAINER_GROUP,
@@ -243,92 +142,6 @@ def _train_job(
             },
             "trainer": trainer,
         },
-    }
-
-
-def _pytorch_job(
-    shape: JobShape, name: str, namespace: str | None, image: str, workdir: str | None
-) -> dict[str, Any]:
-    command = [
-        "torchrun",
-        "--nnodes",
-        str(shape.nodes),
-        "--nproc-per-node",
-        str(shape.gpus_per_node),
-        "--node-rank",
-        "$(RANK)",
-        "--master-addr",
-        "$(MASTER_ADDR)",
-        "--master-port",
-        "$(MASTER_PORT)",
-        *_torchrun_target(shape),
-    ]
-    env = shape.env(shape.spec.interface)
-    container = _container(
-        PYTORCH_CONTAINER, image, command, _args(shape), env, shape.gpus_per_node, workdir
-    )
-    container["ports"] = [{"name": PYTORCH_PORT_NAME, "containerPort": shape.master_port}]
-    replicas = {"Master": _replica(1, container)}
-    if shape.nodes > 1:
-        replicas["Worker"] = _replica(shape.nodes - 1, container)
-    return {
-        "apiVersion": TRAINING_OPERATOR_API_VERSION,
-        "kind": "PyTorchJob",
-        "metadata": _metadata(name, namespace),
-        "spec": {
-            "runPolicy": _run_policy(shape),
-            "nprocPerNode": str(shape.gpus_per_node),
-            "pytorchReplicaSpecs": replicas,
-        },
-    }
-
-
-def _mpi_job(
-    shape: JobShape, name: str, namespace: str | None, image: str, workdir: str | None
-) -> dict[str, Any]:
-    env = shape.env(shape.spec.interface)
-    # mpi-operator v2 points Open MPI at its hostfile (OMPI_MCA_orte_default_hostfile).
-    launcher = _container(
-        "launcher", image, _mpirun(shape, env, hostfile=None), _args(shape), env, 0, workdir
-    )
-    worker = _container("worker", image, None, [], env, shape.gpus_per_node, workdir)
-    return {
-        "apiVersion": MPI_OPERATOR_API_VERSION,
-        "kind": "MPIJob",
-        "metadata": _metadata(name, namespace),
-        "spec": {
-            "slotsPerWorker": shape.gpus_per_node,
-            "runPolicy": _run_policy(shape),
-            "mpiReplicaSpecs": {
-                "Launcher": _replica(1, launcher),
-                "Worker": _replica(shape.nodes, worker),
-            },
-        },
-    }
-
-
-def _tf_job(
-    shape: JobShape, name: str, namespace: str | None, image: str, workdir: str | None
-) -> dict[str, Any]:
-    env = shape.env(shape.spec.interface)
-    command, args = _program(shape), _args(shape)
-
-    def task(gpus: int) -> dict[str, Any]:
-        return _container(TF_CONTAINER, image, command, args, env, gpus, workdir)
-
-    replicas = {"PS": _replica(shape.ps_tasks, task(0))}
-    if shape.spec.chief:
-        replicas["Chief"] = _replica(1, task(shape.gpus_per_node))
-    replicas["Worker"] = _replica(shape.workers, task(shape.gpus_per_node))
-    spec: dict[str, Any] = {"runPolicy": {"cleanPodPolicy": "Running"}}
-    if not shape.spec.chief:
-        spec["successPolicy"] = "AllWorkers"
-    spec["tfReplicaSpecs"] = replicas
-    return {
-        "apiVersion": TRAINING_OPERATOR_API_VERSION,
-        "kind": "TFJob",
-        "metadata": _metadata(name, namespace),
-        "spec": spec,
     }
 
 
@@ -405,10 +218,10 @@ def kubeflow_export(
     else:
         assert image is not None
         build = {
-            JobKind.DDP: _pytorch_job,
-            JobKind.MPI: _mpi_job,
-            JobKind.HOROVOD: _mpi_job,
-            JobKind.PS: _tf_job,
+            JobKind.DDP: pytorch_job,
+            JobKind.MPI: mpi_job,
+            JobKind.HOROVOD: mpi_job,
+            JobKind.PS: tf_job,
         }[shape.kind]
         manifest = build(shape, name, namespace, image, workdir)
     return KubeflowExport(
