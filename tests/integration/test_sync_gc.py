@@ -38,7 +38,8 @@ async def sync(cluster: SshdCluster, tree: SyncTree) -> dict[str, int]:
 def version(root: Path, text: str) -> None:
     root.mkdir(exist_ok=True)
     (root / "shared.py").write_text(f"# same in every version {root.name}\n")
-    (root / "version.py").write_text(f"V = {text!r}\n")
+    # Unique contents: an object another tree in these homes links to is not freed.
+    (root / "version.py").write_text(f"V = {text!r}  # {root.name}\n")
 
 
 def store(cluster: SshdCluster, host: str) -> Path:
@@ -92,7 +93,9 @@ def test_sync_gc_keeps_the_last_trees_and_frees_the_rest(sshd_cluster, tmp_path)
             for t in (two, one)
         )
         assert not version_two.exists() and version_one.exists()
-        assert (base / "trees" / one.dir_name / "version.py").read_text() == "V = 'one'\n"
+        assert (
+            base / "trees" / one.dir_name / "version.py"
+        ).read_text() == f"V = 'one'  # {root.name}\n"
         assert (base / "trees" / three.dir_name / "shared.py").exists()
     assert asyncio.run(sync(cluster, three)) == {"node0": 0, "node1": 0}  # still whole
 
@@ -120,3 +123,10 @@ def test_sync_gc_keeps_the_last_trees_and_frees_the_rest(sshd_cluster, tmp_path)
     for path in objects_of(cluster, "node1", one) + objects_of(cluster, "node1", three):
         assert not path.exists()
     assert not any((store(cluster, "node1") / "trees" / t.dir_name).exists() for t in (one, three))
+
+    # The process gone, the tree goes too (and nothing of this test stays in the homes).
+    last = dc(tmp_path, "sync-gc", inv, "--keep", "0", "--name", root.name)
+    assert last.returncode == 0, last.stderr
+    assert "node0: freed " in last.stdout and f"  removed {one.dir_name}" in last.stdout
+    assert not (store(cluster, "node0") / "trees" / one.dir_name).exists()
+    assert not any(p.exists() for p in objects_of(cluster, "node0", one))
