@@ -44,6 +44,7 @@ class SlurmJobOnNode:
     gpus: int = 0  # GPUs it holds on this node
     gpu_indices: tuple[int, ...] = ()  # which ones (the node's indices), when Slurm says
     mine: bool = False  # run by the login host's user
+    node: str = ""  # Slurm's name of the node (srun -w), whatever host it maps to
 
     @property
     def label(self) -> str:
@@ -153,6 +154,7 @@ def occupancy_from_squeue(
                     gpus=gpus,
                     gpu_indices=indices,
                     mine=me is not None and user == me,
+                    node=node,
                 )
             )
     return {

@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
 from console.errors import TransportError
 from console.probe import sampler
 from console.probe.models import HostSample, HostView
+from console.probe.srun_sampler import SlurmJobOnNode, SrunNodeMonitor, srun_targets
 from console.transport.base import HostConnection, HostState, HostStatus, RemoteProcess
 from console.transport.pool import ClusterConnections
 from console.transport.streams import stderr_summary
@@ -263,9 +264,13 @@ class ClusterMonitor:
         self.first_window = min(0.1, self.batch_window)
         self.stale_after = max(5.0, 3 * interval) if stale_after is None else stale_after
         self.monitors: dict[str, HostMonitor] = {
-            host.name: HostMonitor(pool[host.name], interval=interval, publish=self._publish)
+            host.name: HostMonitor(pool[host.name], interval=interval, publish=self._from_ssh)
             for host in pool.hosts
         }
+        # Slurm nodes sampled through a job step instead (srun_sampler.py), by view name.
+        self.srun: dict[str, tuple[SrunNodeMonitor, asyncio.Task[None]]] = {}
+        self._slurm: Mapping[str, Sequence[SlurmJobOnNode]] = {}
+        self._login: str | None = None
         self._queues: list[tuple[dict[str, HostView], asyncio.Event]] = []
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -284,6 +289,10 @@ class ClusterMonitor:
     async def close(self) -> None:
         for monitor in self.monitors.values():
             monitor.stop()
+        for srun, task in self.srun.values():
+            srun.stop()
+            self._tasks.append(task)
+        self.srun.clear()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -305,7 +314,45 @@ class ClusterMonitor:
 
     def views(self) -> dict[str, HostView]:
         """Every host's current view, in inventory order."""
-        return {name: m.view for name, m in self.monitors.items()}
+        views = {name: m.view for name, m in self.monitors.items()}
+        views.update((name, srun.view) for name, (srun, _task) in self.srun.items())
+        return views
+
+    # -- Slurm nodes through srun -------------------------------------------------------
+
+    def follow_slurm(self, occupancy: Mapping[str, Sequence[SlurmJobOnNode]], login: str) -> None:
+        """The Slurm occupancy changed (``SlurmQueuePoller``: jobs keyed by inventory
+        host, else by node; ``login``: the inventory's login host). Samples through
+        ``srun --overlap`` each node that is not up over SSH and holds one of the
+        console user's running jobs, and stops where the job left the node."""
+        self._slurm, self._login = occupancy, login
+        self._sync_srun()
+
+    def _sync_srun(self) -> None:
+        if self._login is None or self._login not in self.monitors:
+            return
+        reachable = {n for n, m in self.monitors.items() if m.connection.status.is_up}
+        targets = srun_targets(self._slurm, reachable)
+        for name, (srun, task) in list(self.srun.items()):
+            if targets.get(name) != (srun.node, srun.slurm_id):
+                srun.stop()
+                task.cancel()
+                del self.srun[name]
+                host = self.monitors.get(name)
+                if host is not None:
+                    self._publish(host.view)  # back to what SSH says of it
+                else:
+                    self._publish(HostView(name, HostState.DOWN, "job left the node; not sampled"))
+        login = self.pool[self._login]
+        for name, (node, slurm_id) in targets.items():
+            if name in self.srun:
+                continue
+            srun = SrunNodeMonitor(
+                login, name, node, slurm_id, interval=self.interval, publish=self._publish
+            )
+            task = asyncio.create_task(srun.run(), name=f"monitor:srun:{name}")
+            self.srun[name] = (srun, task)
+            self._publish(srun.view)
 
     async def first_frame(self, timeout: float | None = None) -> dict[str, HostView]:
         """Wait until every host has a sample with its host figures (a sampler's second
@@ -349,6 +396,10 @@ class ClusterMonitor:
 
     # -- internals -----------------------------------------------------------------------
 
+    def _from_ssh(self, view: HostView) -> None:
+        if view.name not in self.srun:  # while srun samples it, its views are srun's
+            self._publish(view)
+
     def _publish(self, view: HostView) -> None:
         for pending, event in self._queues:
             pending[view.name] = view
@@ -360,6 +411,8 @@ class ClusterMonitor:
             monitor = self.monitors.get(status.name)
             if monitor is not None:
                 monitor.on_status(status)
+                if self._login is not None:
+                    self._sync_srun()  # a host going down may now be sampled through srun
 
     async def _watch_silence(self) -> None:
         while True:

@@ -16,15 +16,21 @@ user's own jobs; other users' nodes show their Slurm jobs without figures.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol
 
+from console.errors import TransportError
 from console.hostprogs import sampler_program
 from console.hostprogs.ship import HostProgram, Shipment, python_command, shell_join, with_setup
 from console.inventory import Host
-from console.probe.models import HostSample
+from console.probe.models import HostSample, HostView
 from console.probe.sampler import SampleReader, program_source
-from console.transport.base import HostConnection
+from console.transport.base import HostConnection, HostState, RemoteProcess
+from console.transport.streams import stderr_summary
 
 SAMPLE_TIMEOUT_S = 60.0  # srun's step start waits on slurmctld and the node's slurmd
+MAX_RETRY_S = 30.0
 
 
 def srun_argv(slurm_id: str, node: str) -> list[str]:
@@ -84,3 +90,123 @@ async def sample_through_srun(
         return sample
     finally:
         process.close()
+
+
+class SlurmJobOnNode(Protocol):
+    """What :func:`srun_targets` reads of ``console.jobs.slurm_queue.SlurmJobOnNode``
+    (probe and jobs are sibling layers: neither imports the other)."""
+
+    @property
+    def slurm_id(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def mine(self) -> bool: ...
+    @property
+    def node(self) -> str: ...
+
+
+def srun_targets(
+    occupancy: Mapping[str, Sequence[SlurmJobOnNode]], reachable: Container[str]
+) -> dict[str, tuple[str, str]]:
+    """``{name: (node, slurm_id)}``: where to sample through srun. ``occupancy`` is
+    keyed by inventory host (else by node); ``reachable``: the hosts sampled over SSH
+    now. A node qualifies when it is not reachable and one of the console user's own
+    RUNNING jobs holds it (only a job's owner may add a step); its lowest id is used."""
+    targets: dict[str, tuple[str, str]] = {}
+    for name, jobs in occupancy.items():
+        if name in reachable:
+            continue
+        mine = [j for j in jobs if j.mine and j.state == "RUNNING"]
+        if mine:
+            targets[name] = (mine[0].node or name, mine[0].slurm_id)
+    return targets
+
+
+def via_srun(slurm_id: str) -> str:
+    """The mark a node sampled through a job's step carries on the GPU screen."""
+    return f"via srun (job {slurm_id})"
+
+
+class SrunNodeMonitor:
+    """Keeps one sampler running on a Slurm node as a step of one of the console user's
+    jobs, over the login host's connection: :class:`~console.probe.monitor.HostMonitor`'s
+    loop for a node the console cannot reach over SSH. Each sample is published as a
+    :class:`HostView` named ``name`` (the node's inventory host, else the node) with
+    :func:`via_srun` as its reason; a step that ends (job gone, srun refused) is retried
+    with a back-off until :meth:`stop` (the job left the node)."""
+
+    def __init__(
+        self,
+        login: HostConnection,
+        name: str,
+        node: str,
+        slurm_id: str,
+        *,
+        interval: float,
+        publish: Callable[[HostView], None],
+    ) -> None:
+        self.login = login
+        self.name = name
+        self.node = node
+        self.slurm_id = slurm_id
+        self.interval = interval
+        self._publish = publish
+        self.view = HostView(name, HostState.CONNECTING, via_srun(slurm_id))
+        self._process: RemoteProcess | None = None
+        self._stopped = False
+
+    def _set(self, view: HostView) -> None:
+        if view != self.view:
+            self.view = view
+            self._publish(view)
+
+    async def run(self) -> None:
+        retry = 1.0
+        while not self._stopped:
+            got_sample, detail = await self._run_once()
+            if self._stopped:
+                return
+            view = self.view
+            reason = via_srun(self.slurm_id) + (f": {detail}" if detail else "")
+            self._set(replace(view, reason=reason, stale=view.sample is not None))
+            retry = 1.0 if got_sample else min(retry * 2, MAX_RETRY_S)
+            await asyncio.sleep(retry)
+
+    async def _run_once(self) -> tuple[bool, str]:
+        if not self.login.status.is_up:
+            return False, f"login host {self.login.host.name} {self.login.status.state.value}"
+        shipment = srun_sampler_shipment(self.login.host, self.slurm_id, self.node, self.interval)
+        try:
+            process = await self.login.start(shipment.command)
+        except TransportError as exc:
+            return False, str(exc)
+        self._process = process
+        got_sample = False
+        error = ""
+        try:
+            await process.write(shipment.stdin)
+            process.write_eof()
+            reader = SampleReader(self.name)
+            async for line in process.lines():
+                if not line.strip().startswith("{"):
+                    continue  # a setup line's own output, srun's notices
+                try:
+                    sample = reader.read(line)
+                except ValueError as exc:
+                    error = str(exc)
+                    continue
+                if sample is not None:
+                    got_sample = True
+                    self._set(HostView(self.name, HostState.UP, via_srun(self.slurm_id), sample))
+        except TransportError as exc:
+            error = str(exc)
+        finally:
+            process.close()
+            self._process = None
+        return got_sample, error or stderr_summary(process)
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._process is not None:
+            self._process.close()
