@@ -235,11 +235,28 @@ class SlurmCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, 9)
                 proc.wait(timeout=5)
-        # slurmstepd of a job still running when slurmd went away (a failed test)
-        for proc in psutil.process_iter(["name", "cmdline"]):
-            with contextlib.suppress(psutil.Error):
-                if proc.info["name"] == "slurmstepd" and any(
-                    str(self.root) in arg for arg in proc.info["cmdline"] or []
-                ):
-                    proc.kill()
+        self._kill_stepds()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _kill_stepds(self) -> None:
+        """slurmstepd of a job still running when slurmd went away (a failed test), and the
+        job's tasks under it. Neither its command line (``slurmstepd: [1.batch]``) nor its
+        environment (blanked by the process title) names this cluster; it keeps this
+        cluster's slurmd log open, so a file descriptor into :attr:`root` does."""
+        inside = f"{self.root}/"
+        stepds = []
+        for proc in psutil.process_iter(["name"]):
+            with contextlib.suppress(psutil.Error, OSError):
+                if proc.info["name"] == "slurmstepd" and any(
+                    os.readlink(fd).startswith(inside)
+                    for fd in Path(f"/proc/{proc.pid}/fd").iterdir()
+                ):
+                    stepds.append(proc)
+        doomed = {proc.pid: proc for proc in stepds}
+        for stepd in stepds:
+            with contextlib.suppress(psutil.Error):
+                doomed.update((child.pid, child) for child in stepd.children(recursive=True))
+        for proc in doomed.values():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(list(doomed.values()), timeout=10)
