@@ -15,7 +15,7 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from console.errors import TransportError
@@ -45,10 +45,15 @@ class SlurmJobOnNode:
     gpu_indices: tuple[int, ...] = ()  # which ones (the node's indices), when Slurm says
     mine: bool = False  # run by the login host's user
     node: str = ""  # Slurm's name of the node (srun -w), whatever host it maps to
+    console_job: str = ""  # the distconsole job id, when the console launched it
 
     @property
     def label(self) -> str:
-        """``slurm 123 alice train``, ``(yours)`` after one of the console user's."""
+        """``slurm 123 alice train``, ``(yours)`` after one of the console user's; a
+        job this console launched goes by its distconsole id (its processes' label), so
+        the grid and the summary count it once."""
+        if self.console_job:
+            return self.console_job
         text = f"slurm {self.slurm_id} {self.user} {self.name}"
         return text + " (yours)" if self.mine else text
 
@@ -192,6 +197,22 @@ def on_hosts(
 ) -> dict[str, tuple[SlurmJobOnNode, ...]]:
     """The occupancy keyed by inventory host where a node maps to one, else by node."""
     return {mapping.get(node, node): jobs for node, jobs in occupancy.items()}
+
+
+def with_console_jobs(
+    occupancy: Occupancy, launched: Mapping[str, str]
+) -> dict[str, tuple[SlurmJobOnNode, ...]]:
+    """The occupancy with each job the console launched (``launched``: Slurm id ->
+    distconsole job id, from ``slurm_store.SlurmStore.all()``) named by its job id."""
+    return {
+        where: tuple(
+            replace(job, console_job=launched[job.slurm_id])
+            if job.mine and job.slurm_id in launched
+            else job
+            for job in jobs
+        )
+        for where, jobs in occupancy.items()
+    }
 
 
 class Connections(Protocol):

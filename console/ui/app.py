@@ -181,13 +181,33 @@ class DistConsoleApp(App[int]):
             self.statuses_inbox.put(status)
 
     async def _follow_slurm(self, connections: HostStatusSource) -> None:
-        from console.jobs.slurm_queue import SlurmQueuePoller
+        from console.jobs.slurm_queue import SlurmQueuePoller, with_console_jobs
         from console.transport.pool import ClusterConnections
 
         if not isinstance(connections, ClusterConnections):
             return
-        async for occupancy in SlurmQueuePoller(connections, self.inventory).updates():
+        poller = SlurmQueuePoller(connections, self.inventory)
+        async for found in poller.updates():
+            occupancy = with_console_jobs(found, await asyncio.to_thread(self._slurm_launched))
             self.slurm_inbox.put(occupancy)
+            if self.services.monitor is not None:  # nodes without SSH: sampled via srun
+                self.services.monitor.follow_slurm(occupancy, poller.login.name)
+
+    def _slurm_launched(self) -> dict[str, str]:
+        """Slurm id -> distconsole job id of the jobs this console launched through
+        Slurm (a job counts once: under its own id, not again as 'slurm N')."""
+        import sqlite3
+
+        from console.errors import JobError
+        from console.jobs.slurm_store import SlurmStore
+
+        jobs = self.services.jobs
+        if jobs is None or not jobs.history.path.exists():
+            return {}
+        try:
+            return {r.slurm_id: r.id for r in SlurmStore(jobs.history.path).all().values()}
+        except (JobError, OSError, sqlite3.Error):  # a busy history: names stay Slurm's
+            return {}
 
     async def _follow_gpu_views(self, connections: HostStatusSource, interval: float) -> None:
         from console.probe.monitor import ClusterMonitor
@@ -244,6 +264,9 @@ class DistConsoleApp(App[int]):
         changed = self.store.apply_slurm(occupancy)
         if changed:
             self.cluster_screen.apply_slurm(changed)
+            # An open host detail lists the host's Slurm jobs: redraw them now.
+            if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in changed:
+                self.screen.take(self.screen.view)
 
     def _refresh_latencies(self) -> None:
         """The transport re-measures latency without announcing it (no state changed):

@@ -131,8 +131,13 @@ class ClusterSummary:
         jobs: Counter[str] = Counter()
         for t in every:
             jobs.update(dict(t.jobs))
+        held: Counter[str] = Counter()
         for on_host in slurm:
-            jobs.update(dict(slurm_held(on_host)))
+            held.update(dict(slurm_held(on_host)))
+        # A job the console launched through Slurm has its processes' label too: its
+        # allocation (Slurm's count) already holds the GPUs its processes are seen on.
+        for label, gpus in held.items():
+            jobs[label] = max(jobs[label], gpus)
         return cls(
             hosts=hosts,
             up=sum(t.live for t in every),

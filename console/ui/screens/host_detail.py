@@ -44,13 +44,19 @@ def gpu_row(g: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> tuple[str,
     )  # fmt: skip
 
 
-def slurm_lines(jobs: Sequence[SlurmJobOnNode]) -> list[str]:
-    """``Slurm: slurm 12 alice train (yours): RUNNING, GPUs 0,1``, one line per job."""
+NOT_SAMPLED_OTHERS = "no figures: only the job's owner may sample it through srun"
+
+
+def slurm_lines(jobs: Sequence[SlurmJobOnNode], *, sampled: bool = True) -> list[str]:
+    """``Slurm: slurm 12 alice train (yours): RUNNING, GPUs 0,1``, one line per job;
+    on a host with no live sample, another user's job says why it has no figures."""
     lines = []
     for job in jobs:
         gpus = ",".join(map(str, job.gpu_indices)) or str(job.gpus)
         held = f", GPUs {gpus}" if job.gpus else ", no GPU"
-        lines.append(f"Slurm: {job.label}: {job.state}{held}")
+        why = "" if sampled or job.mine else f"; {NOT_SAMPLED_OTHERS}"
+        label = f"{job.label} (slurm {job.slurm_id})" if job.console_job else job.label
+        lines.append(f"Slurm: {label}: {job.state}{held}{why}")
     return lines
 
 
@@ -101,7 +107,8 @@ class HostDetailScreen(Screen[None]):
         gpu_row_at, process_row_at = gpus.cursor_row, processes.cursor_row
         gpus.clear()
         processes.clear()
-        slurm = slurm_lines(self.slurm.get(self.host.name, ()))
+        sampled = view is not None and view.live
+        slurm = slurm_lines(self.slurm.get(self.host.name, ()), sampled=sampled)
         if view is None:
             header.update("\n".join([f"{self.host.name}: connecting, no sample yet", *slurm]))
             return

@@ -226,7 +226,14 @@ class GpuGrid(ScrollView, can_focus=True):
 
     def rearrange(self) -> None:
         """Filter, sort, group, fit: the lines and where each host is."""
-        groups = arrange(self.hosts, self.views, sort=self.sort, group=self.group, shown=self.shown)
+        groups = arrange(
+            self.hosts,
+            self.views,
+            sort=self.sort,
+            group=self.group,
+            shown=self.shown,
+            slurm=self.slurm,
+        )
         count = sum(len(hosts) for _, hosts in groups)
         headings = sum(1 for heading, hosts in groups if heading is not None and hosts)
         longest = max((len(h.name) for h in self.hosts), default=4)

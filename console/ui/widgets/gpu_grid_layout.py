@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from console.inventory import Host
+from console.jobs.slurm_queue import SlurmJobOnNode
 from console.probe.models import GpuSample, HostView
 from console.ui.attention import Thresholds, gpu_alerts
 from console.ui.overview import gpu_jobs
@@ -114,11 +115,15 @@ def natural_key(name: str) -> tuple[object, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
-def host_job(view: HostView | None) -> str | None:
-    """The job holding most of this host's GPUs (None: no job)."""
-    if view is None or view.sample is None:
-        return None
-    held = Counter(job for g in view.sample.gpus for job in gpu_jobs(g))
+def host_job(view: HostView | None, slurm: Sequence[SlurmJobOnNode] = ()) -> str | None:
+    """The job holding most of this host's GPUs (None: no job): a distconsole job's
+    processes first, else the Slurm job (its label) holding most GPUs there, sampled
+    or not."""
+    held: Counter[str] = Counter()
+    if view is not None and view.sample is not None:
+        held.update(job for g in view.sample.gpus for job in gpu_jobs(g))
+    if not held:
+        held.update({job.label: job.gpus for job in slurm if job.gpus})
     if not held:
         return None
     return min(held, key=lambda job: (-held[job], job))
@@ -141,8 +146,14 @@ def _figure(view: HostView | None, sort: str) -> float:
     return max(temps) if temps else -1.0
 
 
-def sort_hosts(hosts: Sequence[Host], views: Mapping[str, HostView], sort: str) -> list[Host]:
-    """Hosts in the order of ``sort`` (see SORTS); ties by name, so the order is stable."""
+Slurm = Mapping[str, Sequence[SlurmJobOnNode]]  # Slurm jobs per host (the store's)
+
+
+def sort_hosts(
+    hosts: Sequence[Host], views: Mapping[str, HostView], sort: str, slurm: Slurm | None = None
+) -> list[Host]:
+    """Hosts in the order of ``sort`` (see SORTS); ties by name, so the order is stable.
+    ``slurm``: the job sort's fallback for hosts no distconsole job holds."""
     if sort not in SORTS:
         raise ValueError(f"sort: unknown {sort!r}; choices: {', '.join(SORTS)}")
     by_name = sorted(hosts, key=lambda h: natural_key(h.name))
@@ -151,7 +162,7 @@ def sort_hosts(hosts: Sequence[Host], views: Mapping[str, HostView], sort: str) 
     if sort == "job":
         # Hosts of one job together, jobs by name, hosts without a job last.
         def job_key(h: Host) -> tuple[bool, str]:
-            job = host_job(views.get(h.name))
+            job = host_job(views.get(h.name), (slurm or {}).get(h.name, ()))
             return (job is None, job or "")
 
         return sorted(by_name, key=job_key)
@@ -159,7 +170,7 @@ def sort_hosts(hosts: Sequence[Host], views: Mapping[str, HostView], sort: str) 
 
 
 def group_hosts(
-    hosts: Sequence[Host], views: Mapping[str, HostView], group: str
+    hosts: Sequence[Host], views: Mapping[str, HostView], group: str, slurm: Slurm | None = None
 ) -> list[tuple[str | None, list[Host]]]:
     """(heading, hosts) in the order given; a host goes under its FIRST tag."""
     if group not in GROUPS:
@@ -171,7 +182,7 @@ def group_hosts(
         if group == "tag":
             key = host.tags[0] if host.tags else NO_TAG
         else:
-            key = host_job(views.get(host.name)) or NO_JOB
+            key = host_job(views.get(host.name), (slurm or {}).get(host.name, ())) or NO_JOB
         groups.setdefault(key, []).append(host)
     last = NO_TAG if group == "tag" else NO_JOB
     ordered = sorted(groups, key=lambda k: (k == last, natural_key(k)))
@@ -267,7 +278,8 @@ def arrange(
     sort: str,
     group: str,
     shown: Callable[[Host], bool],
+    slurm: Slurm | None = None,
 ) -> list[tuple[str | None, list[Host]]]:
     """Filter, sort, then group: what the grid shows, in order."""
     kept = [h for h in hosts if shown(h)]
-    return group_hosts(sort_hosts(kept, views, sort), views, group)
+    return group_hosts(sort_hosts(kept, views, sort, slurm), views, group, slurm)
