@@ -68,14 +68,16 @@ def _size(text: str) -> tuple[int, int]:
     return width, height
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """CPU seconds of a process and its live descendants (the demo hosts' samplers)."""
+def _tree_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds of processes and their live descendants (the demo hosts' samplers)."""
     total = 0.0
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
+    procs = []
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            procs += [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
     for proc in procs:
         try:
             t = proc.cpu_times()
@@ -157,11 +159,11 @@ async def _key_latency(
 
 
 async def run_worker(
-    inventory: Inventory, size: tuple[int, int], duration: float, server_pid: int
+    inventory: Inventory, size: tuple[int, int], duration: float, server_pids: Sequence[int]
 ) -> dict[str, Any]:
     from console.ui.app import DistConsoleApp
 
-    cpu_start, hosts_start = cpu_s(), _tree_cpu_s(server_pid)
+    cpu_start, hosts_start = cpu_s(), _tree_cpu_s(server_pids)
     started = time.perf_counter()
     app = DistConsoleApp(inventory)
     screen = app.cluster_screen
@@ -206,17 +208,17 @@ async def run_worker(
         # CPU seconds spent until then: the console's own, and the hosts' (SSH servers and
         # starting samplers, which on a real cluster run on the hosts' own CPUs).
         result["first_console_cpu_s"] = cpu_s() - cpu_start
-        result["first_hosts_cpu_s"] = _tree_cpu_s(server_pid) - hosts_start
+        result["first_hosts_cpu_s"] = _tree_cpu_s(server_pids) - hosts_start
 
         await asyncio.sleep(WARMUP_S)
         probe.apply_ms.clear()
         probe.paint_ms.clear()
-        updates0, cpu0, host0 = probe.updates, cpu_s(), _tree_cpu_s(server_pid)
+        updates0, cpu0, host0 = probe.updates, cpu_s(), _tree_cpu_s(server_pids)
         t0 = time.perf_counter()
         await asyncio.sleep(duration)
         elapsed = time.perf_counter() - t0
         result["cpu_percent"] = 100 * (cpu_s() - cpu0) / elapsed
-        result["hosts_cpu_percent"] = 100 * (_tree_cpu_s(server_pid) - host0) / elapsed
+        result["hosts_cpu_percent"] = 100 * (_tree_cpu_s(server_pids) - host0) / elapsed
         result["updates_per_s"] = (probe.updates - updates0) / elapsed
         result["batches"] = len(probe.apply_ms)
         result["apply_ms"] = probe.apply_ms
@@ -259,17 +261,21 @@ async def run_worker(
 
 def worker(args: argparse.Namespace) -> int:
     inventory = gpu_inventory(Path(args.inventory), args.count)
-    result = asyncio.run(run_worker(inventory, args.size, args.duration, args.server_pid))
+    result = asyncio.run(
+        run_worker(
+            inventory, args.size, args.duration, [int(p) for p in args.server_pids.split(",")]
+        )
+    )
     print(json.dumps(result))
     return 0
 
 
 def measure(
-    inventory: Path, count: int, size: tuple[int, int], duration: float, server_pid: int
+    inventory: Path, count: int, size: tuple[int, int], duration: float, server_pids: Sequence[int]
 ) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", "--inventory", str(inventory)]
     cmd += ["--count", str(count), "--duration", f"{duration:g}", "--size", "{}x{}".format(*size)]
-    cmd += ["--server-pid", str(server_pid)]
+    cmd += ["--server-pids", ",".join(map(str, server_pids))]
     return run_json(cmd, "worker", timeout=duration + 240)
 
 
@@ -290,17 +296,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--inventory", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--server-pids", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args)
     if args.repeat < 1:
         parser.error("--repeat: must be at least 1")
 
-    with demo_cluster(max(args.hosts), "bench/cluster_ui.py") as (proc, inventory):
+    with demo_cluster(max(args.hosts), "bench/cluster_ui.py") as (servers, inventory):
         load1, load5, _ = os.getloadavg()
         print(
-            f"cluster screen bench: {max(args.hosts)} demo hosts served by pid {proc.pid}, "
+            f"cluster screen bench: {max(args.hosts)} demo hosts served by {servers.describe()}, "
             f"{GPUS_PER_HOST} simulated GPUs each, 1 Hz, terminal {args.size[0]}x{args.size[1]}, "
             f"{args.duration:g} s steady, {args.repeat} run(s) per N (median); "
             f"load average {load1:.2f} / {load5:.2f}; CPU % is of one core",
@@ -308,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         results = {
             count: [
-                measure(inventory, count, args.size, args.duration, proc.pid)
+                measure(inventory, count, args.size, args.duration, servers.pids)
                 for _ in range(args.repeat)
             ]
             for count in args.hosts

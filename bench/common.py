@@ -15,10 +15,13 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
 # Measure this checkout's package, not the one an editable install points at (another
@@ -95,43 +98,96 @@ def gpu_inventory(path: Path, count: int) -> Inventory:
     return inventory.model_copy(update={"hosts": hosts})
 
 
-def serve(count: int, who: str) -> tuple[subprocess.Popen[str], Path]:
-    """Start ``distconsole demo --serve`` with ``count`` hosts; it prints its inventory
-    path once the hosts listen. ``who`` names the bench in the error if it never does."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "console", "demo", "--serve", "--hosts", str(count)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 120)
-    line = proc.stdout.readline().strip() if ready else ""
-    if not line:
-        proc.kill()
-        proc.wait()
-        raise SystemExit(f"{who}: the demo cluster did not start")
-    return proc, Path(line)
+# Demo hosts a serving process: one process serving 256 SSH servers was the bottleneck of
+# the 256-host figures (bench/demo_shard.py says why).
+HOSTS_PER_SERVER = 32
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
+class DemoServers:
+    """The processes serving one demo cluster, HOSTS_PER_SERVER hosts each."""
+
+    def __init__(self, procs: Sequence[subprocess.Popen[str]]) -> None:
+        self.procs = list(procs)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    @property
+    def pid(self) -> int:
+        return self.procs[0].pid
+
+    def describe(self) -> str:
+        pids = self.pids
+        listed = ", ".join(map(str, pids)) if len(pids) <= 3 else f"{pids[0]}..{pids[-1]}"
+        return f"{len(pids)} process{'es' if len(pids) > 1 else ''} (pid {listed})"
+
+
+def serve(count: int, who: str, directory: Path) -> tuple[DemoServers, Path]:
+    """Start ``count`` demo hosts, HOSTS_PER_SERVER a process (bench/demo_shard.py), and
+    write one inventory of them all into ``directory``; each shard prints its own
+    inventory path once its hosts listen. ``who`` names the bench in the error if one
+    never does."""
+    procs = []
+    for first in range(0, count, HOSTS_PER_SERVER):
+        hosts = min(HOSTS_PER_SERVER, count - first)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(REPO / "bench" / "demo_shard.py"), "--hosts", str(hosts),
+                 "--first", str(first)],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )  # fmt: skip
+    servers = DemoServers(procs)
+    shards = []
+    for proc in procs:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline().strip() if ready else ""
+        if not line:
+            stop(servers)
+            raise SystemExit(f"{who}: the demo cluster did not start")
+        shards.append(Path(line))
+    path = directory / "hosts.yaml"
+    YAML(typ="safe", pure=True).dump(merged_inventory(shards), path)
+    return servers, path
+
+
+def merged_inventory(shards: Sequence[Path]) -> dict[str, Any]:
+    """One inventory of every shard's hosts: each keeps its shard's port, key and
+    known_hosts; the other defaults are the same in every shard."""
+    merged: dict[str, Any] = {"defaults": {}, "hosts": []}
+    for shard in shards:
+        data = YAML(typ="safe", pure=True).load(shard.read_text())
+        own = {k: data["defaults"].pop(k) for k in ("port", "identity_file", "known_hosts")}
+        merged["defaults"] = data["defaults"]
+        merged["hosts"].extend({**host, **own} for host in data["hosts"])
+    return merged
+
+
+def stop(servers: DemoServers) -> None:
     # SIGINT is what the demo server handles to close its hosts cleanly.
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    for proc in servers.procs:
+        proc.send_signal(signal.SIGINT)
+    for proc in servers.procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @contextmanager
-def demo_cluster(count: int, who: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
-    """The served demo cluster for the length of a ``with`` block: (process, inventory)."""
-    proc, inventory = serve(count, who)
-    try:
-        yield proc, inventory
-    finally:
-        stop(proc)
+def demo_cluster(count: int, who: str) -> Iterator[tuple[DemoServers, Path]]:
+    """The served demo cluster for the length of a ``with`` block: (servers, inventory)."""
+    with tempfile.TemporaryDirectory(prefix="distconsole-bench-") as directory:
+        servers, inventory = serve(count, who, Path(directory))
+        try:
+            yield servers, inventory
+        finally:
+            stop(servers)
 
 
 def run_json(cmd: Sequence[str], what: str, timeout: float | None = None) -> dict[str, Any]:

@@ -153,10 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0 <= args.rtt_ms <= 2000:
         parser.error(f"--rtt-ms: must be 0..2000, got {args.rtt_ms:g}")
-    with demo_cluster(max(args.hosts), "bench/connect.py") as (proc, inventory_path):
+    with demo_cluster(max(args.hosts), "bench/connect.py") as (servers, inventory_path):
         hosts = load(inventory_path).hosts
         print(
-            f"connect bench: demo hosts served by pid {proc.pid} on 127.42.0.x; "
+            f"connect bench: demo hosts served by {servers.describe()} on 127.42.0.x; "
             f"pool max_parallel={args.max_parallel}; median of {args.repeat}; "
             f"{os.cpu_count()} CPUs; added round trip {args.rtt_ms:g} ms"
         )

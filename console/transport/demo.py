@@ -159,9 +159,15 @@ class DemoNode:
 class DemoCluster:
     """``async with DemoCluster(hosts=4) as cluster:`` then ``cluster.inventory_path``."""
 
-    def __init__(self, hosts: int = 4, *, directory: str | Path | None = None) -> None:
+    def __init__(
+        self, hosts: int = 4, *, directory: str | Path | None = None, first: int = 0
+    ) -> None:
+        """``first``: the index of the first host (its name node<first>, its address), so
+        that clusters served by several processes together name distinct hosts."""
         if not 1 <= hosts <= MAX_DEMO_HOSTS:
             raise ValueError(f"hosts must be between 1 and {MAX_DEMO_HOSTS}, got {hosts}")
+        if not 0 <= first <= MAX_DEMO_HOSTS - hosts:
+            raise ValueError(f"first must be between 0 and {MAX_DEMO_HOSTS - hosts}, got {first}")
         self._own_root = directory is None
         self.root = Path(
             tempfile.mkdtemp(prefix="distconsole-demo-") if directory is None else directory
@@ -176,7 +182,7 @@ class DemoCluster:
         self.authorized_keys = asyncssh.import_authorized_keys(
             self.client_key.export_public_key().decode()
         )
-        self.nodes = tuple(DemoNode(self, i) for i in range(hosts))
+        self.nodes = tuple(DemoNode(self, first + i) for i in range(hosts))
         self._children: set[asyncio.Task[int]] = set()
 
     @property
