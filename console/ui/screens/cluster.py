@@ -30,8 +30,9 @@ from console.ui.attention import Thresholds, host_needs_attention
 from console.ui.overview import ClusterSummary, HostTotals, slurm_held, summary_text
 from console.ui.services import Services
 from console.ui.widgets.gpu_columns import GpuColumnsHeader
-from console.ui.widgets.gpu_grid import GpuGrid, jobs_text, legend
+from console.ui.widgets.gpu_grid import GpuGrid
 from console.ui.widgets.gpu_grid_layout import GROUPS, METRICS, SORTS
+from console.ui.widgets.gpu_grid_paint import jobs_text, legend
 from console.ui.widgets.gpu_panel import HostPanel, short_gpu_name
 
 # From this many hosts on the screen opens on the dense view (v switches).

@@ -10,136 +10,25 @@ some hosts repaints only their lines; the order is re-made only when it can have
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from rich.segment import Segment
-from rich.style import Style
-from rich.text import Text
 from textual.binding import Binding
-from textual.color import Color
 from textual.events import Click, Resize
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.theme import Theme
 
-from console.display import clip
 from console.inventory import Host
 from console.jobs.slurm_queue import SlurmJobOnNode
 from console.probe.models import HostView
-from console.transport.base import HostState, HostStatus
+from console.transport.base import HostStatus
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds
-from console.ui.overview import slurm_gpu_labels
-from console.ui.theming import state_colour
-from console.ui.widgets.gpu_grid_layout import (
-    ATTENTION_MARK,
-    GAP,
-    LEVEL_LIMITS,
-    NOT_REPORTED_GLYPH,
-    SHADES,
-    GridLines,
-    GridShape,
-    JobLetters,
-    arrange,
-    cell_of,
-)
+from console.ui.widgets.gpu_grid_layout import GridLines, GridShape, JobLetters, arrange
+from console.ui.widgets.gpu_grid_paint import GridPalette, paint_block
 
 # Sorts and groups whose order moves with the figures: re-made on every batch.
 MOVING_SORTS = ("util", "memory", "temp", "job")
-
-
-@dataclass(frozen=True, slots=True)
-class GridPalette:
-    """Colours of one theme, made once per theme: heat levels, job letters, marks."""
-
-    name: str
-    base: Style
-    heat: tuple[tuple[Style, ...], ...]  # per metric (util, memory): a style per level
-    not_reported: Style
-    attention: Style
-    jobs: tuple[Style, ...]
-    host: Style
-    down: Style
-    heading: Style
-
-    @classmethod
-    def of(cls, theme: Theme, variables: Mapping[str, str]) -> GridPalette:
-        def colour(key: str, fallback: str) -> Color:
-            value = variables.get(key) or fallback
-            try:
-                return Color.parse(value)
-            except Exception:  # a variable such as "auto 60%": not a colour by itself
-                return Color.parse(fallback)
-
-        background = colour("background", "#000000" if theme.dark else "#ffffff")
-        foreground = colour("foreground", "#e0e0e0" if theme.dark else "#202020")
-        muted = background.blend(foreground, 0.45)
-
-        def ramp(top: Color, last: Color) -> tuple[Style, ...]:
-            steps = [background.blend(top, share) for share in (0.5, 0.72, 0.9)]
-            return tuple(
-                Style(color=c.rich_color) for c in (muted, *steps, last)
-            )  # the top level its own colour: busy (or full) reads at once
-
-        primary = colour("primary", "#4A9FE0")
-        secondary = colour("secondary", "#2D6A9F")
-        warning = colour("warning", "#E7B339")
-        util = ramp(primary, colour("accent", "#EFA040"))
-        memory = ramp(secondary.blend(primary, 0.5), warning)
-        jobs = tuple(
-            Style(color=colour(key, "#ffffff").rich_color, bold=True)
-            for key in ("success", "accent", "primary", "secondary", "warning", "foreground")
-        )
-        down = Color.parse(state_colour(theme, "down"))
-        return cls(
-            name=theme.name,
-            base=Style(color=foreground.rich_color, bgcolor=background.rich_color),
-            heat=(util, memory),
-            not_reported=Style(color=muted.rich_color, dim=True),
-            attention=Style(color=colour("error", "#DF5561").rich_color, bold=True),
-            jobs=jobs,
-            host=Style(bold=True),
-            down=Style(color=down.rich_color),
-            heading=Style(bold=True, underline=True),
-        )
-
-
-def legend(palette: GridPalette, metric: str, sort: str, group: str) -> Text:
-    """The line under the grid: what a glyph, a letter and ! mean; sort and group."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    styles = palette.heat[1 if metric == "memory" else 0]
-    text.append("memory used " if metric == "memory" else "utilization ", style="bold")
-    bounds = [0.0, *LEVEL_LIMITS]
-    for index, glyph in enumerate(SHADES):
-        low = round(bounds[index] * 100)
-        label = f"≥{low}%" if index == len(SHADES) - 1 else f"<{round(LEVEL_LIMITS[index] * 100)}%"
-        text.append(glyph * 2, style=styles[index])
-        text.append(f" {label}  ")
-    text.append(NOT_REPORTED_GLYPH * 2, style=palette.not_reported)
-    text.append(" n/r   ")
-    text.append(ATTENTION_MARK, style=palette.attention)
-    text.append(" needs attention   ")
-    text.append("a-z", style=palette.jobs[0])
-    text.append(" job (listed below)   ")
-    text.append(f"m: {'utilization' if metric == 'memory' else 'memory'}  ")
-    text.append(f"s: sort ({sort})  b: group ({group})", style="dim")
-    return text
-
-
-def jobs_text(palette: GridPalette, jobs: Sequence[tuple[str, int]], letters: JobLetters) -> Text:
-    """The jobs line under the legend: each job's letter (coloured as in the cells),
-    name and GPUs held, most GPUs first."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    if not jobs:
-        text.append("no distconsole job holds a GPU", style="dim")
-        return text
-    text.append("jobs ", style="bold")
-    for job, count in jobs:
-        mark = letters.letter(job)
-        text.append(mark, style=palette.jobs[letters.index(job) % len(palette.jobs)])
-        text.append(f" {job} {count} GPUs   ")
-    return text
 
 
 class GpuGrid(ScrollView, can_focus=True):
@@ -345,54 +234,22 @@ class GpuGrid(ScrollView, can_focus=True):
         kept = self._blocks.get(name)
         if kept is not None and kept[:-1] == key:
             return kept[-1]  # type: ignore[return-value]
-        block = tuple(self._paint_block(name, view, status, palette))
+        block = tuple(
+            paint_block(
+                name,
+                view,
+                status,
+                palette,
+                shape=self.shape,
+                metric=self.metric,
+                cursor=name == self.cursor,
+                slurm=slurm,
+                letters=self.letters,
+                thresholds=self.thresholds,
+            )
+        )
         self._blocks[name] = (*key, block)
         return block
-
-    def _paint_block(
-        self, name: str, view: HostView | None, status: HostStatus | None, palette: GridPalette
-    ) -> list[Segment]:
-        shape = self.shape
-        base = palette.base
-        live = view is not None and view.live and view.sample is not None
-        name_style = base + (palette.host if live else palette.down)
-        if name == self.cursor:
-            name_style += Style(reverse=True)
-        segments = [Segment(f"{clip(name, shape.name_width):<{shape.name_width}}", name_style)]
-        segments.append(Segment(" ", base))
-        cells_width = shape.gpus * shape.cell_width
-        if not live:
-            state = view.state if view is not None else (status.state if status else None)
-            if state is None or state is HostState.CONNECTING:
-                note = "… connecting"
-            elif state is HostState.UP:
-                note = "… no sample yet" if view is None or not view.stale else "✗ no sample lately"
-            else:
-                note = f"✗ {state.value}"
-            style = palette.not_reported if note.startswith("…") else palette.down
-            segments.append(Segment(f"{clip(note, cells_width):<{cells_width}}", base + style))
-        else:
-            assert view is not None and view.sample is not None
-            heat = palette.heat[1 if self.metric == "memory" else 0]
-            gpus = view.sample.gpus
-            held = slurm_gpu_labels(self.slurm.get(name, ()))
-            for gpu in gpus[: shape.gpus]:
-                cell = cell_of(gpu, self.metric, self.letters, self.thresholds, held)
-                glyphs = cell.glyph * (shape.cell_width - 1)
-                style = palette.not_reported if cell.level is None else heat[cell.level]
-                segments.append(Segment(glyphs, base + style))
-                if cell.marker == ATTENTION_MARK:
-                    mark_style = palette.attention
-                elif cell.job is not None:
-                    mark_style = palette.jobs[self.letters.index(cell.job) % len(palette.jobs)]
-                else:
-                    mark_style = Style()
-                segments.append(Segment(cell.marker, base + mark_style))
-            missing = shape.gpus - min(len(gpus), shape.gpus)
-            if missing:
-                segments.append(Segment(" " * missing * shape.cell_width, base))
-        segments.append(Segment(" " * GAP, base))
-        return segments
 
     # -- for the screen and tests ----------------------------------------------------------
 
