@@ -275,10 +275,15 @@ def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> li
     job.json), and a job whose leader's supervisor recorded a state takes that state.
     Returns the ids the hosts settled (their state is the supervisor's)."""
     known = {r.id for r in history.records(inventory=inventory.path)}
+    # Job ids are unique across inventories: a second file naming the same hosts (a
+    # copy, a subset) sees jobs the history holds under the first; those stay its own.
+    elsewhere = {r.id for r in history.summaries()} - known
     names = {h.name for h in inventory.hosts}
     settled = []
     for job in discovery.jobs.values():
         document = job.document
+        if job.job_id in elsewhere:
+            continue
         if job.job_id not in known:
             plan_data = (document or {}).get("plan")
             if not plan_data or not set(job.hosts) <= names:
