@@ -115,7 +115,10 @@ def trusted_host_keys(host: Host) -> list[str]:
     except ValueError:
         ip = ""  # a name: asyncssh matches it as a host pattern
     matched = known.match(host.address, ip, None if host.port in (None, 22) else host.port)[0]
-    found = [" ".join(k.export_public_key().decode().split()[:2]) for k in matched]
+    # dict: asyncssh answers a line once for the name and once more for the address.
+    found = list(
+        dict.fromkeys(" ".join(k.export_public_key().decode().split()[:2]) for k in matched)
+    )
     if not found:
         raise UsageError("HOSTS", f"{host.name}: no host key for {host.address} in {path}")
     return found

@@ -15,6 +15,7 @@ Standard library only, Python >= 3.7; opens its output with its versioned hello.
 
 from __future__ import annotations
 
+import difflib
 import fcntl
 import json
 import os
@@ -108,6 +109,19 @@ def new_config(old: list, block: list, remove: bool) -> list:
     return out[:at] + mine + ([""] if out[at:] else []) + out[at:]
 
 
+def diff_lines(old: list, new: list) -> tuple:
+    """(added, removed) by position: a block line equal to one of the user's own lines
+    (the user's Host entries for the same peers) is still one the block adds."""
+    added: list = []
+    removed: list = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            removed += old[i1:i2]
+            added += new[j1:j2]
+    return added, removed
+
+
 def write_file(path: str, lines: list, mode: int) -> None:
     temporary = path + ".distconsole-tmp"
     with open(temporary, "w") as handle:
@@ -132,8 +146,7 @@ def apply(wanted: dict) -> dict:
             new = new_config(old, wanted.get("config", []), remove)
         else:
             new = new_lines(old, wanted.get(name, []), remove)
-        added = [line for line in new if line not in old]
-        removed = [line for line in old if line not in new]
+        added, removed = diff_lines(old, new)
         changed = new != old
         if changed and not dry_run:
             os.chmod(directory, 0o700)
