@@ -13,13 +13,14 @@ to ``supervisor.json`` (the leader's is the job's, a follower's, named
 ``supervisor.HOST.json``, holds its own processes) and ``events.jsonl`` (a follower's:
 ``events.HOST.jsonl``) in the job directory; the supervisor exits once the job has
 ended. It is nobody's parent: if it dies, training runs on. Every 15 s it takes one GPU
-sample of the job's GPUs (``hang_capture.py``'s ``hang_gpu_sample``).
+sample of the job's GPUs, and with a hang timeout it watches for a hang and takes the
+captures (``supervisor_hang.py``, over ``hang_capture.py``'s functions).
 
 One source on the host, assembled by ``supervisor_source.py``: ``jobctl.py`` (without
 its main), ``failure_lines.py``, ``supervisor_wire.py``, ``supervisor_policy.py``,
 ``hang_capture.py`` (when present), ``supervisor_local.py``, ``supervisor_peers.py``,
-then this file, run as ``python3 JOB_DIR/supervisor[.HOST].py JOB_DIR HOST``. Standard
-library only, Python >= 3.7.
+``supervisor_hang.py``, then this file, run as
+``python3 JOB_DIR/supervisor[.HOST].py JOB_DIR HOST``. Standard library only, Python >= 3.7.
 """
 
 from __future__ import annotations
@@ -32,16 +33,15 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.jobctl import STOP_REQUESTED, read_text, write_atomic
+    from console.hostprogs.supervisor_hang import SvHangWatch, sv_hang_api
     from console.hostprogs.supervisor_local import (
         SUPERVISOR_VERSION,
         SV_CONFIG,
         SV_EVENTS,
-        SV_GPU_EVERY_S,
         SV_PID,
         SV_PORT,
         SV_SECRET,
@@ -50,11 +50,11 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
         sv_path,
     )
     from console.hostprogs.supervisor_peers import SvPeer, SvPeers
-    from console.hostprogs.supervisor_policy import HangSeen, JobPolicy, PolicyProcess, ProcessEnded
+    from console.hostprogs.supervisor_policy import JobPolicy, PolicyProcess, ProcessEnded
     from console.hostprogs.supervisor_wire import WireGuard
 
 
-class Supervisor(SvPeers):
+class Supervisor(SvHangWatch, SvPeers):
     """The loop: local processes, peers, policy, state file (see the module doc)."""
 
     def __init__(self, job_dir: str, host: str | None = None) -> None:
@@ -279,66 +279,6 @@ class Supervisor(SvPeers):
                     }
                 )
 
-    # -- hang (hang_capture.py's functions when that part is present) --------------------
-
-    def local_progress(self) -> float | None:
-        if self.hang_api is None or not self.hang_timeout:
-            return None
-        names = [n for n in self.local.procs if n not in self.local.ended]
-        with contextlib.suppress(Exception):
-            return float(self.hang_api["progress"](self.job_dir, names))
-        return None
-
-    def check_hang(self) -> None:
-        if not self.is_leader or self.hang is not None or self.policy.verdict is not None:
-            return
-        progress = self.local_progress()
-        if progress is None:
-            return
-        newest = max([progress, self.started_at, *self.progress.values()])
-        idle = time.time() - newest
-        if idle < float(self.hang_timeout or 0):
-            return
-        self.hang = {"at": time.time(), "idle_s": idle, "captured": []}
-        self.event("hang", idle_s=idle)
-        self.broadcast({"type": "capture"})
-        self.capture()
-        self.apply(self.policy.feed(HangSeen(time.time(), idle, self.stop_on_hang)))
-
-    def gpu_sample(self) -> None:
-        """One GPU sample of the job's GPUs every SV_GPU_EVERY_S (nothing without a GPU
-        tool; the hang part remembers that)."""
-        now = time.time()
-        if self.hang_api is None or now - self.last_gpu < SV_GPU_EVERY_S:
-            return
-        self.last_gpu = now
-        try:
-            self.hang_api["gpu"](self.job_dir)
-        except Exception as exc:  # a sample must never take the supervisor down
-            self.event("gpu-sample-failed", why=repr(exc))
-
-    def capture(self) -> None:
-        if self.hang_api is None:
-            return
-        procs = [
-            {"name": n, "rank": (p.get("ranks") or [None])[0], "pgid": self.local.pgids.get(n)}
-            for n, p in self.local.procs.items()
-            if n not in self.local.ended
-        ]
-        try:
-            result = self.hang_api["capture"](self.job_dir, procs)
-        except Exception as exc:  # a capture must never take the supervisor down
-            self.event("capture-failed", why=repr(exc))
-            return
-        captured = list((result or {}).get("captured") or [])
-        self.event("capture", captured=captured)
-        if self.hang is not None:
-            self.hang["captured"] = self.hang["captured"] + captured
-        elif not self.is_leader and captured:
-            # The leader's record is the job's truth: it lists every host's captures.
-            self.send_leader({"type": "captured", "captured": captured})
-        self.dirty = True
-
     # -- the end -------------------------------------------------------------------------
 
     def maybe_finish(self) -> None:
@@ -390,15 +330,6 @@ class Supervisor(SvPeers):
         self.dirty = True
         self.write(force=True)
         self.done = True
-
-
-def sv_hang_api() -> dict[str, Callable[..., Any]] | None:
-    """hang_capture.py's functions when that part precedes this one in the source."""
-    names = {"progress": "hang_last_progress", "capture": "hang_capture", "gpu": "hang_gpu_sample"}
-    found = {key: globals().get(name) for key, name in names.items()}
-    if not all(callable(f) for f in found.values()):
-        return None
-    return found  # type: ignore[return-value]
 
 
 def supervisor_main() -> None:

@@ -3,7 +3,7 @@
 jobctl comes first without its entry point (the supervisor uses its process-table and
 job-file helpers), then the failure-line rule (the console's own, one copy), the wire,
 the policy, H2's hang capture when that file is present, and the supervisor's own
-parts: its local processes, its peers, and its main loop.
+parts: its local processes, its peers, its hang watch, and its main loop.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ PARTS = (
     "hang_capture.py",  # optional: hang detection is off without it
     "supervisor_local.py",
     "supervisor_peers.py",
+    "supervisor_hang.py",
     "supervisor.py",
 )
 
