@@ -102,6 +102,13 @@ def render(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...]]:
 
 def run(args: argparse.Namespace) -> int:
     file_name, text, warnings = render(args)
+    if args.sync:
+        where = "in the image" if args.to == "kubeflow" else "on the nodes' shared filesystem"
+        warnings = (
+            f"--sync {args.sync} is not exported: PROGRAM and --workdir are used as given, "
+            f"so put the directory {where}",
+            *warnings,
+        )
     for warning in warnings:
         print(f"distconsole export: warning: {warning}", file=sys.stderr)
     if args.out is None:

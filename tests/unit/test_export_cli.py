@@ -134,6 +134,17 @@ def test_warnings_go_to_stderr(hosts: Path) -> None:
     assert done.stdout.startswith("#!/bin/bash\n")
 
 
+def test_sync_is_said_not_to_travel_with_the_export(hosts: Path, tmp_path: Path) -> None:
+    for target, where in (("sbatch", "on the nodes' shared filesystem"), ("kubeflow", "image")):
+        done = distconsole(
+            "export", hosts, "--to", target, "--hosts", "n0,n1", "--kind", "ddp",
+            "--sync", tmp_path, "--", "train.py",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"distconsole export: warning: --sync {tmp_path} is not exported" in done.stderr
+        assert where in done.stderr
+
+
 def test_help_lists_every_option_once() -> None:
     done = distconsole("export", "--help")
     assert done.returncode == 0, done.stderr
