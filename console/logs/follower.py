@@ -213,7 +213,15 @@ class HostLogFollower:
                     f"{self.target.host}: log follower wrote an unreadable frame: "
                     f"{bytes(pending[:200])!r}"
                 ) from exc
-            buf = bytearray(pending[used:]) if used < len(pending) else bytearray()
+            # A frame bigger than a read arrives over many reads: keep the partial frame
+            # in place (del of nothing when no frame ended) instead of copying the whole
+            # buffer after every read, which made a firehose quadratic in the frame size.
+            if used == len(pending):
+                buf = bytearray()
+            elif pending is buf:
+                del buf[:used]
+            else:
+                buf = bytearray(pending[used:])
             if frames:
                 yield frames
 
