@@ -4,7 +4,7 @@ the stack of every thread, even when its main thread is stuck inside C (a collec
 Uploaded as ``<job dir>/python/sitecustomize.py``; each rank's wrapper puts that folder
 first on PYTHONPATH (keeping the user's), so every Python the job starts (torchrun, its
 workers, mpirun's ranks, a user's script) imports it at start-up. It registers
-``faulthandler`` on SIGUSR2 (``hang_capture.HANG_SIGNAL``) writing to
+``faulthandler`` on SIGUSR2 (``hang_inspect.HANG_SIGNAL``) writing to
 ``<job dir>/hang/<DISTCONSOLE_PROCESS>.<pid>.stacks``; the file's existence tells the
 capture that the process answers that signal (a process without it would die of it).
 faulthandler's handler is C code that needs neither the GIL nor the main thread.

@@ -18,8 +18,8 @@ captures (``supervisor_hang.py``, over ``hang_capture.py``'s functions).
 
 One source on the host, assembled by ``supervisor_source.py``: ``jobctl.py`` (without
 its main), ``failure_lines.py``, ``supervisor_wire.py``, ``supervisor_policy.py``,
-``hang_capture.py`` (when present), ``supervisor_local.py``, ``supervisor_peers.py``,
-``supervisor_hang.py``, then this file, run as
+``hang_inspect.py`` and ``hang_capture.py`` (when present), ``supervisor_local.py``,
+``supervisor_peers.py``, ``supervisor_hang.py``, then this file, run as
 ``python3 JOB_DIR/supervisor[.HOST].py JOB_DIR HOST``. Standard library only, Python >= 3.7.
 """
 

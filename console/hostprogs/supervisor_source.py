@@ -19,7 +19,8 @@ PARTS = (
     "failure_lines.py",
     "supervisor_wire.py",
     "supervisor_policy.py",
-    "hang_capture.py",  # optional: hang detection is off without it
+    "hang_inspect.py",  # with hang_capture.py: hang detection is off without them
+    "hang_capture.py",
     "supervisor_local.py",
     "supervisor_peers.py",
     "supervisor_hang.py",

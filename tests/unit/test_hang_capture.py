@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from console.hostprogs import hang_capture as hc
+from console.hostprogs import hang_inspect as hi
 from console.jobs.remote_ops import bundled_file
 
 JOB_ID = "ddp-hang-20260101-000000-abcdef"
@@ -146,13 +147,13 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
         wait_until(lambda: state_of(stopped.pid) == "T", "the SIGSTOP")
         zombies = lambda: [  # noqa: E731
             p
-            for p in hc.hang_job_processes(JOB_ID)
+            for p in hi.hang_job_processes(JOB_ID)
             if p["pgid"] == zombie.pid and p["state"] == "Z"
         ]
         wait_until(zombies, "the zombie")
         workers = [
             p["pid"]
-            for p in hc.hang_job_processes(JOB_ID)
+            for p in hi.hang_job_processes(JOB_ID)
             if p["process"] == "torchrun-0" and p["pgid"] != agent.pid
         ]
         assert len(workers) == 1, workers
@@ -222,7 +223,7 @@ def test_states_and_wchan(job: Job, captured: dict[str, Any]) -> None:
     zombie_rec = record(job.dir, "worker-2")
     names = {p["state_name"] for p in zombie_rec["processes"]}
     assert names == {"sleeping", "zombie"}
-    if Path("/proc/self/wchan").exists() and hc._hang_wchan(f"/proc/{os.getppid()}/wchan"):
+    if Path("/proc/self/wchan").exists() and hi._hang_wchan(f"/proc/{os.getppid()}/wchan"):
         # A kernel that reports where a process sleeps: the blocked worker has one.
         assert worker["wchan"], worker
         assert all(t["wchan"] for t in threads), threads

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.hostprogs import hang_capture as hc
+from console.hostprogs import hang_inspect as hi
 from console.inventory import Host, Inventory
 from console.jobs import paths, remote_ops
 from console.jobs.planner import plan
@@ -28,25 +29,39 @@ def test_step_rule_copy_is_the_logs_rule() -> None:
 
 
 def test_job_file_names_are_the_consoles() -> None:
-    assert hc.HANG_DIR == paths.HANG_DIR
+    assert hi.HANG_DIR == paths.HANG_DIR
     assert hc.HANG_GPU_SAMPLES == paths.GPU_SAMPLES
     assert hc.HANG_FLIGHT_RECORDER_PREFIX == paths.FLIGHT_RECORDER_PREFIX
     assert hc.HANG_LOG_SUFFIXES == (paths.STDOUT_SUFFIX, paths.STDERR_SUFFIX)
     assert hc.HANG_START_SUFFIXES == (paths.PGID_SUFFIX, paths.WRAPPER_SUFFIX)
     assert paths.ranks_dir("J") == f"J/{hc.HANG_RANKS_DIR}"
-    assert hc.HANG_MARKER_VAR == JOB_ID_VAR
-    assert hc.HANG_PROCESS_VAR == remote_ops.PROCESS_VAR
+    assert hi.HANG_MARKER_VAR == JOB_ID_VAR
+    assert hi.HANG_PROCESS_VAR == remote_ops.PROCESS_VAR
 
 
-@pytest.mark.parametrize("name", ["hang_capture.py", "hang_sitecustomize.py"])
+@pytest.mark.parametrize("name", ["hang_inspect.py", "hang_capture.py", "hang_sitecustomize.py"])
 def test_host_programs_parse_as_python_3_7(name: str) -> None:
     ast.parse((HOSTPROGS / name).read_text(), feature_version=(3, 7))
 
 
-def test_capture_is_a_part_with_prefixed_names() -> None:
+def _console_only_imports(node: ast.stmt) -> bool:
+    """``if __name__ != "__main__":`` holding only imports: how a part names what the
+    part before it defines when the console imports it; skipped on a host."""
+    return (
+        isinstance(node, ast.If)
+        and ast.unparse(node.test) == "__name__ != '__main__'"
+        and not node.orelse
+        and all(isinstance(n, ast.ImportFrom) for n in node.body)
+    )
+
+
+@pytest.mark.parametrize("name", ["hang_inspect.py", "hang_capture.py"])
+def test_capture_is_a_part_with_prefixed_names(name: str) -> None:
     """Concatenated into the supervisor's one file: no main block, no clashing names."""
-    tree = ast.parse((HOSTPROGS / "hang_capture.py").read_text())
+    tree = ast.parse((HOSTPROGS / name).read_text())
     for node in tree.body:
+        if _console_only_imports(node):
+            continue
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names = [node.name]
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -85,7 +100,7 @@ def run_wrapper(tmp_path: Path, setup: str | None, env: dict[str, str]) -> dict[
     out = Path(job_dir) / "worker-0.out"
     shown = json.loads(out.read_text().splitlines()[-1])
     shown["hook"] = paths.hang_hook_dir(job_dir)
-    shown["stacks"] = hc.hang_stacks_path(job_dir, "worker-0", shown["pid"])
+    shown["stacks"] = hi.hang_stacks_path(job_dir, "worker-0", shown["pid"])
     return shown
 
 
@@ -103,5 +118,5 @@ def test_wrapper_keeps_the_users_pythonpath_after_the_hook(tmp_path: Path) -> No
 
 def test_hook_uses_the_capture_signal() -> None:
     source = (HOSTPROGS / "hang_sitecustomize.py").read_text()
-    assert hc.HANG_SIGNAL == signal.SIGUSR2 and "signal.SIGUSR2" in source
-    assert f'"{hc.HANG_DIR}"' in source and hc.HANG_STACKS_SUFFIX in source
+    assert hi.HANG_SIGNAL == signal.SIGUSR2 and "signal.SIGUSR2" in source
+    assert f'"{hi.HANG_DIR}"' in source and hi.HANG_STACKS_SUFFIX in source
