@@ -130,7 +130,7 @@ def via_srun(slurm_id: str) -> str:
 
 class SrunNodeMonitor:
     """Keeps one sampler running on a Slurm node as a step of one of the console user's
-    jobs, over the login host's connection: :class:`~console.probe.monitor.HostMonitor`'s
+    jobs, over the login host's connection: :class:`~console.probe.host_monitor.HostMonitor`'s
     loop for a node the console cannot reach over SSH. Each sample is published as a
     :class:`HostView` named ``name`` (the node's inventory host, else the node) with
     :func:`via_srun` as its reason; a step that ends (job gone, srun refused) is retried
