@@ -9,7 +9,6 @@ the planner's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -25,7 +24,15 @@ from pydantic import (
 from console.errors import JobSpecError
 from console.jobs.models import JobKind
 from console.jobs.netpresets import NetPreset
-from console.jobs.sync_tree import parse_size
+from console.jobs.spec_options import (
+    DEFAULT_HANG_TIMEOUT,
+    RAY_FIELDS,
+    HangChecks,
+    NetChecks,
+    RayChecks,
+    SyncChecks,
+    no_control_chars,
+)
 from console.names import (
     env_name_problem,
     interface_problem,
@@ -39,12 +46,6 @@ EXAMPLES = ("ddp", "horovod", "ps", "ray")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
 MAX_SLOTS = 1024
 MAX_TASKS = 4096
-# Hang detection: well under NCCL's 10-minute watchdog, long enough for a slow first step.
-DEFAULT_HANG_TIMEOUT = 300.0
-HANG_TIMEOUT_OFF = ("0", "off", "none", "no")
-# Ray refuses a smaller object store (ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES).
-RAY_MIN_OBJECT_STORE = 75 * 1024 * 1024
-RAY_FIELDS = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 
 # spec field -> CLI option that sets it (for messages on the command line)
 CLI_OPTION: dict[str, str] = {
@@ -78,13 +79,7 @@ CLI_OPTION: dict[str, str] = {
 }
 
 
-def _no_control_chars(value: str, what: str) -> str:
-    if "\x00" in value or "\n" in value or "\r" in value:
-        raise ValueError(f"{what} must not contain NUL or line breaks")
-    return value
-
-
-class JobSpec(BaseModel):
+class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, BaseModel):
     """One job as the user described it (before it is placed on hosts)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -109,16 +104,6 @@ class JobSpec(BaseModel):
     net: NetPreset = "auto"  # network preset (console/jobs/netpresets.py)
     ib_hca: str | None = None  # NCCL_IB_HCA for --net ib/roce, e.g. mlx5_0,mlx5_1
 
-    @field_validator("ib_hca")
-    @classmethod
-    def _ib_hca(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        value = value.strip()
-        if not all(c.isalnum() or c in "_-.:,^=" for c in value):
-            raise ValueError(f"{value!r} is not an NCCL_IB_HCA list (e.g. mlx5_0,mlx5_1:1)")
-        return value
-
     # Seconds without progress (no log line, no step) while processes live -> hung;
     # None: hang detection off.
     hang_timeout: float | None = DEFAULT_HANG_TIMEOUT
@@ -136,7 +121,7 @@ class JobSpec(BaseModel):
     @field_validator("program")
     @classmethod
     def _program(cls, value: str) -> str:
-        value = _no_control_chars(value.strip(), "the program")
+        value = no_control_chars(value.strip(), "the program")
         if not value:
             raise ValueError("a program is required (a script, an executable or example:NAME)")
         if value.startswith(EXAMPLE_PREFIX):
@@ -163,7 +148,7 @@ class JobSpec(BaseModel):
         for v in cleaned:
             if not v:
                 raise ValueError("empty name in the list")
-            _no_control_chars(v, "a name")
+            no_control_chars(v, "a name")
         if len(set(cleaned)) != len(cleaned):
             raise ValueError("a name is listed twice")
         return cleaned
@@ -180,77 +165,12 @@ class JobSpec(BaseModel):
     def _workdir(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        value = _no_control_chars(value.strip(), "the working directory")
+        value = no_control_chars(value.strip(), "the working directory")
         if not value:
             return None
         if ".." in value.split("/"):
             raise ValueError(f"must not contain '..', got {value!r}")
         return value  # a relative one is checked with --sync in _per_kind
-
-    @field_validator("sync")
-    @classmethod
-    def _sync(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        return _no_control_chars(value.strip(), "the sync directory")
-
-    @field_validator("sync_max_size", "sync_max_file", mode="before")
-    @classmethod
-    def _sync_size(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip():
-            return parse_size(value)
-        return value
-
-    @field_validator("sync_max_size", "sync_max_file")
-    @classmethod
-    def _sync_size_positive(cls, value: int | None) -> int | None:
-        if value is not None and value <= 0:
-            raise ValueError(f"must be a positive size, got {value}")
-        return value
-
-    @field_validator("ray_object_store", mode="before")
-    @classmethod
-    def _ray_store_size(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip():
-            return parse_size(value)
-        return value
-
-    @field_validator("ray_object_store")
-    @classmethod
-    def _ray_store(cls, value: int | None) -> int | None:
-        if value is not None and value < RAY_MIN_OBJECT_STORE:
-            raise ValueError(
-                f"Ray needs an object store of at least 79M (75 MiB), got {value} bytes"
-            )
-        return value
-
-    @field_validator("ray_dashboard_host")
-    @classmethod
-    def _ray_dashboard_host(cls, value: str | None) -> str | None:
-        if value is None or not value.strip():
-            return None
-        value = value.strip()
-        if not all(c.isalnum() or c in ".-:_" for c in value):
-            raise ValueError(f"{value!r} is not an address to listen on (e.g. 127.0.0.1, 0.0.0.0)")
-        return value
-
-    @field_validator("hang_timeout", mode="before")
-    @classmethod
-    def _hang_off(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() in HANG_TIMEOUT_OFF:
-            return None
-        return value
-
-    @field_validator("hang_timeout")
-    @classmethod
-    def _hang_timeout(cls, value: float | None) -> float | None:
-        if value is None or value == 0:
-            return None
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(
-                f"must be a number of seconds above 0 (0 or off: no hang check), got {value}"
-            )
-        return value
 
     @field_validator("env")
     @classmethod
