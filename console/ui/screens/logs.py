@@ -280,7 +280,9 @@ class LogsScreen(Screen[None]):
             )
         }
         self._progress = self.steps.job(self.plan.total_steps)
-        self.query_one("#steps-table", StepsTable).show(ranks, self._stalled)
+        table = self.query_one("#steps-table", StepsTable)
+        if table.display:  # hidden (s): nothing to render; shown again, it is refreshed
+            table.show(ranks, self._stalled)
         self._summary()
 
     def _ended(self) -> str | None:
@@ -324,6 +326,8 @@ class LogsScreen(Screen[None]):
     def action_steps_table(self) -> None:
         table = self.query_one("#steps-table", StepsTable)
         table.display = not table.display
+        if table.display:
+            self._refresh_steps()
 
     def action_ranks(self) -> None:
         def chosen(keys: list[RankKey] | None) -> None:

@@ -40,41 +40,56 @@ def job_gpu_util(views: Iterable[HostView], job_id: str) -> dict[RankKey, float]
     return util
 
 
-def _fig(value: Any, digits: int = 1) -> Text:
-    return plain("" if value is None else f"{value:.{digits}f}")
+def _fig(value: Any, digits: int = 1) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _cells(r: RankSteps, furthest: int, stalled: bool) -> tuple[str, ...]:
+    """One row as plain strings: compared with what the row shows before any cell (a
+    rich Text) is made, so a refresh costs string formatting for rows that stayed."""
+    lag = furthest - r.step if r.step is not None else None
+    return (
+        rank_label(r.key), r.host, "" if r.step is None else str(r.step),
+        _fig(r.steps_per_s, 2), _fig(r.samples_per_s), _fig(r.loss, 4),
+        "" if lag is None else str(lag),  # 0 is a reading: in step with the furthest
+        "stalled" if stalled else "",
+    )  # fmt: skip
+
+
+def _cell(column: int, value: str) -> Text:
+    if column == len(STEP_COLUMNS) - 1 and value:
+        return Text(value, style="bold red")
+    return plain(value)
 
 
 class StepsTable(DataTable[Text]):
-    """Rows keyed by rank label; ``show`` rewrites only the cells that changed."""
+    """Rows keyed by rank label; ``show`` rewrites only the cells that changed.
+
+    The screen calls ``show`` at its refresh interval (1 s by default), never per batch
+    of lines: each changed cell makes the table render its visible rows again."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="none")
         self.add_columns(*STEP_COLUMNS)
-        self._cells: dict[str, tuple[Text, ...]] = {}  # what each row shows
+        self._cells: dict[str, tuple[str, ...]] = {}  # what each row shows
 
     def show(self, ranks: Sequence[RankSteps], stalled: Collection[RankKey]) -> None:
         furthest = max((r.step or 0 for r in ranks), default=0)
-        rows = []
-        for r in ranks:
-            lag = furthest - r.step if r.step is not None else None
-            rows.append((
-                plain(rank_label(r.key)), plain(r.host), plain("" if r.step is None else r.step),
-                _fig(r.steps_per_s, 2), _fig(r.samples_per_s), _fig(r.loss, 4),
-                plain("" if lag is None else lag),  # 0 is a reading: in step with the furthest
-                Text("stalled", style="bold red") if r.key in stalled else plain(""),
-            ))  # fmt: skip
-        labels = [row[0].plain for row in rows]
+        rows = [_cells(r, furthest, r.key in stalled) for r in ranks]
+        labels = [row[0] for row in rows]
         if labels != list(self._cells):
             # Ranks came or went: rebuild. Otherwise only changed cells are updated, so
             # the table neither re-measures nor re-renders rows that stayed the same.
             self.clear()
             for label, row in zip(labels, rows, strict=True):
-                self.add_row(*row, key=label)
+                self.add_row(*(_cell(i, v) for i, v in enumerate(row)), key=label)
         else:
             columns = list(self.columns)
             for label, row in zip(labels, rows, strict=True):
                 old = self._cells[label]
-                for column, cell, before in zip(columns, row, old, strict=True):
+                if row == old:
+                    continue
+                for i, (column, cell, before) in enumerate(zip(columns, row, old, strict=True)):
                     if cell != before:
-                        self.update_cell(label, column, cell)
+                        self.update_cell(label, column, _cell(i, cell))
         self._cells = dict(zip(labels, rows, strict=True))
