@@ -20,7 +20,7 @@ from console.commands.job_options import naming_options, register_job_command, s
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
 from console.jobs.planner import plan as make_plan
-from console.jobs.sync_push import apply_sync, scan_for_spec
+from console.jobs.sync_push import scan_for_spec, spec_in_tree
 from console.jobs.sync_tree import SyncTree
 
 
@@ -144,10 +144,8 @@ def run(args: argparse.Namespace) -> int:
             print(launch_slurm.format_prepared(prepared, inv.slurm.login if inv.slurm else ""))
         return 0
     with naming_options():
-        job_plan = make_plan(spec, inv)
         tree = scan_for_spec(spec)
-    if tree is not None:
-        job_plan = apply_sync(job_plan, tree, spec.workdir)
+        job_plan = make_plan(spec_in_tree(spec, tree), inv)
     if args.json:
         print(json.dumps(plan_to_dict(job_plan, tree), indent=2))
     else:

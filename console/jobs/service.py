@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from console.errors import PreflightError, UsageError
 from console.inventory import Inventory
@@ -26,7 +26,7 @@ from console.jobs.preflight import PreflightReport
 from console.jobs.runner import DEFAULT_GRACE_S, JobRunner, StopReport
 from console.jobs.slurm import Connections, ScriptWriter, SlurmBackend
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import HostSync, SyncProgress, apply_sync, scan_for_spec, sync_hosts
+from console.jobs.sync_push import HostSync, SyncProgress, scan_for_spec, spec_in_tree, sync_hosts
 from console.jobs.sync_tree import SyncTree
 
 
@@ -84,7 +84,7 @@ def _ignore(_event: LaunchEvent) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Launched:
-    """A submitted job: its id and what was submitted (the plan with the synced cwd)."""
+    """A submitted job: its id and what was submitted (with ``--sync``, planned in the tree)."""
 
     job_id: str
     prepared: Prepared
@@ -135,16 +135,16 @@ class JobService:
 
     async def sync(
         self, prepared: Prepared, tree: SyncTree, on_event: EventCallback = _ignore
-    ) -> Prepared:
-        """Send ``tree`` to every host the plan involves and point each launch's cwd
-        into it. Only SSH jobs sync: a Slurm job's script was written for its cwd."""
-        plan = apply_sync(prepared.plan, tree, prepared.spec.workdir)
+    ) -> None:
+        """Send ``tree`` to every host the plan involves; the plan was made with the
+        working directory inside it (``sync_push.spec_in_tree``). Only SSH jobs sync: a
+        Slurm job's script was written for its cwd."""
+        plan = prepared.plan
         on_event(SyncStarted(tree))
         hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
         synced = await sync_hosts(self.connections, hosts, tree, on_event)
         for done in synced.values():
             on_event(HostSynced(done))
-        return replace(prepared, plan=plan)
 
     async def preflight(
         self, prepared: Prepared, on_event: EventCallback = _ignore
@@ -173,16 +173,17 @@ class JobService:
         """Plan, sync ``spec.sync`` (``tree`` when the caller scanned it already), pre-flight
         unless told not to, then submit. Raises JobSpecError, PreflightError or JobError;
         nothing runs when it raises. ``job_id``: the one a preview showed."""
+        if self.scheduler != "ssh":
+            tree = None
+        elif tree is None:
+            tree = await asyncio.to_thread(scan_for_spec, spec)  # hashing reads files
         on_event(Phase("plan"))
-        prepared = await self.prepare(spec, job_id=job_id)
+        prepared = await self.prepare(spec_in_tree(spec, tree), job_id=job_id)
         for warning in prepared.warnings:
             on_event(PlanWarning(warning))
-        if self.scheduler == "ssh":
-            if tree is None:
-                tree = await asyncio.to_thread(scan_for_spec, spec)  # hashing reads files
-            if tree is not None:
-                on_event(Phase("sync"))
-                prepared = await self.sync(prepared, tree, on_event)
+        if tree is not None:
+            on_event(Phase("sync"))
+            await self.sync(prepared, tree, on_event)
         if preflight:
             on_event(Phase("pre-flight"))
             await self.preflight(prepared, on_event)

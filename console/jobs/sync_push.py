@@ -1,4 +1,4 @@
-"""``--sync DIR``: put a scanned tree on every host of a job, then point the plan at it.
+"""``--sync DIR``: put a scanned tree on every host of a job, and plan the job inside it.
 
 Per host, in parallel: one ``check`` round trip (``hostprogs/sync_program.py``) says
 whether the tree is already there and which objects the host lacks; only when something
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import dataclasses
 import functools
 import json
 import time
@@ -26,8 +25,7 @@ from console.errors import JobError, JobSpecError
 from console.hostprogs import sync_program
 from console.hostprogs.ship import HostProgram, shipment
 from console.hostprogs.wire import check_hello
-from console.jobs.models import JobPlan
-from console.jobs.spec import JobSpec
+from console.jobs.spec import JobSpec, spec_with
 from console.jobs.sync_tree import (
     DEFAULT_MAX_FILE,
     DEFAULT_MAX_TOTAL,
@@ -98,14 +96,23 @@ def scan_for_spec(spec: JobSpec) -> SyncTree | None:
     )
 
 
-def apply_sync(plan: JobPlan, tree: SyncTree, workdir: str | None) -> JobPlan:
-    """The plan with every process working inside the synced tree: its root, or the
-    relative ``workdir`` under it (an absolute ``workdir`` stays as given)."""
+def synced_workdir(tree: SyncTree, workdir: str | None) -> str | None:
+    """The working directory a job synced with ``tree`` runs in: the tree's root, or the
+    relative ``workdir`` under it; an absolute (or ``~/``) ``workdir`` stays as given.
+    The tree has the same ``~/`` path on every host, so one value serves every host."""
     if workdir and (workdir.startswith("/") or workdir.startswith("~")):
-        return plan
-    cwd = tree.remote_dir + (f"/{workdir.strip('/')}" if workdir else "")
-    launches = tuple(dataclasses.replace(ln, cwd=cwd) for ln in plan.launches)
-    return dataclasses.replace(plan, launches=launches)
+        return workdir
+    return tree.remote_dir + (f"/{workdir.strip('/')}" if workdir else "")
+
+
+def spec_in_tree(spec: JobSpec, tree: SyncTree | None) -> JobSpec:
+    """``spec`` with its working directory inside the synced tree (unchanged without one).
+    Planning with it puts every process (a launcher's ranks on the other hosts included)
+    and pre-flight's program check in the tree, rather than patching launches afterwards."""
+    if tree is None:
+        return spec
+    workdir = synced_workdir(tree, spec.workdir)
+    return spec if workdir == spec.workdir else spec_with(spec, workdir=workdir)
 
 
 def _records(host: str, text: str) -> list[dict[str, Any]]:

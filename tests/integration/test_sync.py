@@ -159,3 +159,39 @@ def test_launch_runs_the_program_from_the_synced_copy(cluster: SshdCluster, tmp_
     assert second.returncode == 0, second.stderr[-3000:]
     assert sum(f"second-{token}" in ln for ln in second.stdout.splitlines()) == 2
     assert sent(second.stderr) == {"node0": "1 files sent", "node1": "1 files sent"}
+
+
+# Each rank prints its cwd and a file of the synced tree (one os.write: mpirun forwards a
+# print's text and newline as separate pieces).
+MPI_SHOW = """\
+import os
+text = open("notes.txt").read().strip()
+os.write(1, ("mpi rank=%s cwd=%s notes=%s\\n" % (
+    os.environ["OMPI_COMM_WORLD_RANK"], os.getcwd(), text)).encode())
+"""
+
+
+@pytest.mark.mpi
+def test_mpi_ranks_on_both_hosts_run_from_the_synced_copy(
+    cluster: SshdCluster, tmp_path: Path
+) -> None:
+    """mpirun's ranks on node1 enter node1's copy of the tree (planned with it as the
+    working directory, so pre-flight looks for mpi.py there too)."""
+    token = secrets.token_hex(8)
+    root = project(tmp_path / "proj", token)
+    (root / "mpi.py").write_text(MPI_SHOW)
+    env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run(
+        [*CLI, "launch", str(cluster.inventory_path), "--kind", "mpi", "--hosts", "node0,node1",
+         "--gpus-per-host", "2", "--interface", "lo", "--sync", str(root), "--", "mpi.py"],
+        capture_output=True, text=True, env=env, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    tree = scan_tree(str(root))
+    # ``[node0 launcher@node0] mpi rank=...``: mpirun forwards every rank's output.
+    seen = sorted(ln.split("] ", 1)[1] for ln in done.stdout.splitlines() if "] mpi rank=" in ln)
+    expected = sorted(
+        f"mpi rank={rank} cwd={on_host(cluster, host, tree.remote_dir)} notes=same content {token}"
+        for rank, host in enumerate(("node0", "node0", "node1", "node1"))
+    )
+    assert seen == expected, done.stdout
