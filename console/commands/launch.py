@@ -32,6 +32,7 @@ from console.jobs.service import (
     HostSynced,
     JobService,
     LaunchEvent,
+    PlanNote,
     PlanWarning,
     PreflightSkipped,
     PreflightWarning,
@@ -98,7 +99,9 @@ class LaunchPrinter:
         self.shown: dict[str, tuple[str, int]] = {}
 
     def __call__(self, event: LaunchEvent) -> None:
-        if isinstance(event, PlanWarning):
+        if isinstance(event, PlanNote):
+            say(event.text)
+        elif isinstance(event, PlanWarning):
             say(f"warning: {event.text}")
         elif isinstance(event, SyncStarted):
             say(f"sync: {event.tree.describe()}")

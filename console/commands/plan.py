@@ -85,6 +85,7 @@ def plan_to_dict(plan: JobPlan, tree: SyncTree | None = None) -> dict[str, Any]:
         "job_dirs": dict(plan.job_dirs),
         "uploads": [dataclasses.asdict(u) for u in plan.uploads],
         "warnings": list(plan.warnings),
+        "notes": list(plan.notes),
         "launches": [launch_to_dict(launch) for launch in plan.launches],
     }
 
@@ -115,6 +116,7 @@ def format_plan(plan: JobPlan, tree: SyncTree | None = None) -> str:
     if plan.master_port is not None:
         lines.append(f"master: {plan.master_addr}:{plan.master_port}")
     lines.append(hang_line(plan))
+    lines += list(plan.notes)
     lines += [f"warning: {w}" for w in plan.warnings]
     for launch in plan.launches:
         ranks = f" ranks {launch.ranks[0]}-{launch.ranks[-1]}" if launch.ranks else ""

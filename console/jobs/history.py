@@ -93,6 +93,7 @@ def plan_from_json(text: str) -> JobPlan:
         steps_dropped=data.get("steps_dropped"),
         hosts_involved=tuple(data.get("hosts_involved", ())),
         warnings=tuple(data.get("warnings", ())),
+        notes=tuple(data.get("notes", ())),
         uploads=tuple(Upload(**u) for u in data.get("uploads", ())),
         fail_fast=bool(data.get("fail_fast", True)),
         hang_timeout=data.get("hang_timeout"),  # absent: a job from before hang detection

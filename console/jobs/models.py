@@ -108,3 +108,5 @@ class JobPlan:
     # Hang detection by the host supervisors (from the spec; None: off).
     hang_timeout: float | None = None
     stop_on_hang: bool = False
+    # Facts worth a line in `plan`/`launch` that are no problem (the --net preset's env).
+    notes: tuple[str, ...] = ()

@@ -63,7 +63,11 @@ def preset_env(net: NetPreset, interface: str | None, ib_hca: str | None) -> dic
 
 
 def describe(net: NetPreset, interface: str | None, ib_hca: str | None) -> str:
-    """One line for ``plan`` and the form's preview."""
+    """One info line (a plan note, not a warning) for ``plan``, ``launch`` and the form's
+    preview: ``net: tcp on eth0 sets NCCL_SOCKET_IFNAME=eth0 ...``."""
     env = preset_env(net, interface, ib_hca)
-    what = " ".join(f"{k}={v}" for k, v in env.items()) or "nothing forced (NCCL picks)"
-    return f"network preset {net}: {what} (the inventory's env and --env win over these)"
+    where = f"net: {net} on {interface}" if interface else f"net: {net}"
+    if not env:
+        return f"{where}: nothing forced (NCCL picks)"
+    what = " ".join(f"{k}={v}" for k, v in env.items())
+    return f"{where} sets {what} (the inventory's env and --env win over these)"

@@ -53,6 +53,7 @@ class Placement:
     hosts: tuple[PlacedHost, ...]
     master_port: int
     warnings: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # JobPlan.notes
 
     @property
     def first(self) -> PlacedHost:
@@ -136,10 +137,11 @@ def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
                 f"the first host {placed[0].name} is reached at {placed[0].address}, which "
                 f"{', '.join(remote)} cannot reach; put a host with a network address first"
             )
+    notes = []
     if spec.net != "auto":  # not a problem: says in `plan` what the preset sets
-        warnings.append(describe_preset(spec.net, placed[0].interface, spec.ib_hca))
+        notes.append(describe_preset(spec.net, placed[0].interface, spec.ib_hca))
     port = spec.master_port if spec.master_port is not None else default_port(job_id)
-    return Placement(spec, job_id, tuple(placed), port, tuple(warnings))
+    return Placement(spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes))
 
 
 def step_split(total_steps: int | None, world_size: int) -> tuple[int | None, int | None]:

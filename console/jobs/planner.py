@@ -41,7 +41,10 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
         job_id = paths.new_job_id(spec.display_name)
     elif not valid_job_id(job_id):
         raise JobSpecError("job_id", f"{job_id!r} is not a job id")
-    planned = PLANNERS[spec.kind](place(spec, inventory, job_id))
+    placement = place(spec, inventory, job_id)
+    planned = PLANNERS[spec.kind](placement)
+    if placement.notes:
+        planned = dataclasses.replace(planned, notes=planned.notes + placement.notes)
     if spec.hang_timeout is None:
         return planned
     hook = hang_hook_uploads(planned.job_dirs, (launch.host for launch in planned.launches))

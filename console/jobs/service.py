@@ -43,6 +43,13 @@ class PlanWarning:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanNote:
+    """A line about the plan that is no problem (``net: tcp on eth0 sets ...``)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class SyncStarted:
     tree: SyncTree
 
@@ -72,7 +79,7 @@ class PreflightWarning:
 
 
 LaunchEvent = (
-    Phase | PlanWarning | SyncStarted | SyncProgress | HostSynced | PreflightSkipped
+    Phase | PlanWarning | PlanNote | SyncStarted | SyncProgress | HostSynced | PreflightSkipped
     | PreflightWarning
 )  # fmt: skip
 EventCallback = Callable[[LaunchEvent], None]
@@ -179,6 +186,8 @@ class JobService:
             tree = await asyncio.to_thread(scan_for_spec, spec)  # hashing reads files
         on_event(Phase("plan"))
         prepared = await self.prepare(spec_in_tree(spec, tree), job_id=job_id)
+        for note in prepared.plan.notes:
+            on_event(PlanNote(note))
         for warning in prepared.warnings:
             on_event(PlanWarning(warning))
         if tree is not None:

@@ -95,6 +95,7 @@ def plan_preview(plan: JobPlan, *, port_chosen_at_launch: bool = False) -> str:
             f"global {(plan.steps_per_rank or 0) * plan.world_size}  "
             f"dropped by the division {plan.steps_dropped or 0}"
         )
+    lines += plan.notes
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     for launch in plan.launches:

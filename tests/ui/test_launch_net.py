@@ -59,7 +59,8 @@ async def test_tcp_shows_its_variables_in_the_preview() -> None:
         await pilot.pause()
         preview = shown(screen, "#launch-preview")
         assert shown(screen, "#error-interface") == ""
-        assert "warning: network preset tcp: NCCL_SOCKET_IFNAME=eth0" in preview
+        assert "\nnet: tcp on eth0 sets NCCL_SOCKET_IFNAME=eth0 " in preview
+        assert "warning: net" not in preview
         for variable in (
             "NCCL_SOCKET_IFNAME=eth0",
             "GLOO_SOCKET_IFNAME=eth0",

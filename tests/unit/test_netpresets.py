@@ -101,13 +101,19 @@ def test_plan_cli_shows_the_preset_and_its_env(tmp_path: Path) -> None:
         "--ib-hca", "mlx5_0", "--", "a.out",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "network preset roce: NCCL_SOCKET_IFNAME=ens1 " in done.stdout
+    # An info line of its own, not a warning: nothing is wrong.
+    assert "\nnet: roce on ens1 sets NCCL_SOCKET_IFNAME=ens1 " in done.stdout
+    assert "warning: net" not in done.stdout
     assert "NCCL_IB_GID_INDEX=3" in done.stdout and "--env win over these" in done.stdout
     as_json = distconsole(
         "plan", hosts, "--kind", "ddp", "--net", "tcp", "--interface", "ens1", "--json",
         "--", "t.py",
     )  # fmt: skip
-    env = json.loads(as_json.stdout)["launches"][1]["env"]
+    as_plan = json.loads(as_json.stdout)
+    env = as_plan["launches"][1]["env"]
+    [note] = as_plan["notes"]
+    assert note.startswith("net: tcp on ens1 sets NCCL_SOCKET_IFNAME=ens1 "), note
+    assert not any("net:" in w for w in as_plan["warnings"]), as_plan["warnings"]
     assert env["NCCL_IB_DISABLE"] == "1" and env["GLOO_SOCKET_IFNAME"] == "ens1"
     bad = distconsole("plan", hosts, "--kind", "ddp", "--net", "fast", "--", "t.py")
     assert bad.returncode == 2 and "--net" in bad.stderr, bad.stderr
