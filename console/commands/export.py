@@ -100,6 +100,22 @@ def render(args: argparse.Namespace) -> tuple[str, str, tuple[str, ...]]:
     return script.file_name, script.script, script.warnings
 
 
+def hang_warnings(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--hang-timeout``/``--stop-on-hang`` given explicitly: said not to travel (the hang
+    check is the hosts' supervisors', which only ``launch`` starts)."""
+    given = []
+    if args.hang_timeout is not None:
+        given.append(f"--hang-timeout {args.hang_timeout}")
+    if args.stop_on_hang:
+        given.append("--stop-on-hang")
+    if not given:
+        return ()
+    return (
+        f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} not exported: the hang "
+        "check runs in distconsole's host supervisors, which only `distconsole launch` starts",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     file_name, text, warnings = render(args)
     if args.sync:
@@ -109,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
             f"so put the directory {where}",
             *warnings,
         )
+    warnings = (*hang_warnings(args), *warnings)
     for warning in warnings:
         print(f"distconsole export: warning: {warning}", file=sys.stderr)
     if args.out is None:

@@ -145,6 +145,24 @@ def test_sync_is_said_not_to_travel_with_the_export(hosts: Path, tmp_path: Path)
         assert where in done.stderr
 
 
+def test_hang_options_are_said_not_to_travel_with_the_export(hosts: Path) -> None:
+    base = ("export", hosts, "--to", "sbatch", "--kind", "ddp", "--gpus-per-host", "1")
+    quiet = distconsole(*base, "--", "train.py")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "hang" not in quiet.stderr
+    for given, said in (
+        (("--hang-timeout", "60"), "--hang-timeout 60 is not exported"),
+        (("--stop-on-hang",), "--stop-on-hang is not exported"),
+        (
+            ("--hang-timeout", "30", "--stop-on-hang"),
+            "--hang-timeout 30 and --stop-on-hang are not exported",
+        ),
+    ):
+        done = distconsole(*base, *given, "--", "train.py")
+        assert done.returncode == 0, done.stderr
+        assert f"distconsole export: warning: {said}: the hang check runs" in done.stderr
+
+
 def test_help_lists_every_option_once() -> None:
     done = distconsole("export", "--help")
     assert done.returncode == 0, done.stderr
