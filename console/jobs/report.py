@@ -159,7 +159,8 @@ def host_view_lines(
     view: Mapping[str, Any], supervisor: Mapping[str, Any] | None = None
 ) -> list[str]:
     """What the supervisors' records add to a job's state: a dead supervisor, a hang
-    (the jobs screen shows these under the selected job, summary.txt too)."""
+    (the jobs screen shows these under the selected job, summary.txt too; the screen
+    adds its key hint, ``ui/jobs_service.screen_notes``)."""
     truth = supervisor or {}
     lines = []
     unsupervised = view.get("unsupervised") or []
@@ -175,7 +176,7 @@ def host_view_lines(
         idle_text = f"{idle:.0f}" if isinstance(idle, int | float) else "?"
         lines.append(
             f"hang: no progress for {idle_text} s, marked at "
-            f"{_when(hang.get('at'))}; captured {captured} (r: report)"
+            f"{_when(hang.get('at'))}; captured {captured}"
         )
     return lines
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from console.errors import ConsoleError
 from console.export.sbatch import backend_script
@@ -68,8 +69,18 @@ def row_of_job(job: Job) -> JobRow:
     )  # fmt: skip
 
 
+REPORT_HINT = " (r: report)"  # the jobs screen's key; summary.txt has no keys
+
+
+def screen_notes(view: Mapping[str, Any]) -> tuple[str, ...]:
+    """``host_view_lines`` for the jobs screen: a hang line names the key that packs
+    its captures."""
+    lines = host_view_lines(view)
+    return tuple(line + REPORT_HINT if line.startswith("hang: ") else line for line in lines)
+
+
 def row_of_summary(summary: JobSummary) -> JobRow:
-    notes = tuple(host_view_lines(summary.host_view or {}))
+    notes = screen_notes(summary.host_view or {})
     return JobRow(
         summary.id, summary.name, summary.kind.value, summary.state, summary.started,
         summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,

@@ -19,6 +19,7 @@ from console.jobs.models import JobState
 from console.jobs.planner import plan
 from console.jobs.report import summary_lines
 from console.jobs.spec import make_spec
+from console.ui.jobs_service import screen_notes
 
 DDP = [
     PolicyProcess("n0", "torchrun-0", "torchrun", (0,)),
@@ -53,7 +54,11 @@ def test_a_job_stopped_on_hang_names_the_hang_as_its_cause_rounded() -> None:
     assert "None" not in text and "20.77" not in text, text
     (hang_line,) = [line for line in lines if line.startswith("hang: ")]
     assert hang_line.startswith("hang: no progress for 21 s, marked at ")
-    assert hang_line.endswith("captured torchrun-0, torchrun-1 (r: report)")
+    # A file has no keys: the jobs screen's hint is the screen's own.
+    assert hang_line.endswith("captured torchrun-0, torchrun-1"), hang_line
+    assert "r: report" not in text
+    (screen_line,) = [n for n in screen_notes({"hang": hang}) if n.startswith("hang: ")]
+    assert screen_line == hang_line + " (r: report)"
 
 
 def test_a_rank_named_by_the_launcher_is_the_failures_rank() -> None:
