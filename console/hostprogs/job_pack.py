@@ -41,8 +41,26 @@ def priority(relpath: str) -> int:
     return len(FIRST)
 
 
-def files_of(job_dir: str) -> list[str]:
+# A Ray job's ``ray-tmp`` links to its Ray temp dir (/tmp/dcray-...); links are not
+# followed, but the raylet's own logs are packed through it (not the whole temp dir).
+RAY_LOGS = ("ray-tmp", "session_latest", "logs", "raylet.")
+
+
+def ray_logs(job_dir: str) -> list[str]:
+    logs = os.path.join(job_dir, *RAY_LOGS[:-1])
+    try:
+        names = sorted(os.listdir(logs))
+    except OSError:
+        return []
     found = []
+    for name in names:
+        if name.startswith(RAY_LOGS[-1]) and os.path.isfile(os.path.join(logs, name)):
+            found.append("/".join((*RAY_LOGS[:-1], name)))
+    return found
+
+
+def files_of(job_dir: str) -> list[str]:
+    found = ray_logs(job_dir)
     for root, dirs, names in os.walk(job_dir):
         dirs.sort()
         for name in names:
