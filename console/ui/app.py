@@ -1,15 +1,14 @@
 """The distconsole Textual app: screens over the core's async feeds.
 
-Workers consume the core's async iterators and post messages to the app ("messages up");
-the app gathers what arrived into batches, writes them to the one cluster store and
-hands the changed part to screens ("attributes down"). Screens get the app's
-:class:`Services` (the composition root) when they are made.
+Workers (the loops of ``workers.py`` ``AppFeeds``, started on the app) consume the core's
+async iterators and post messages to the app ("messages up"); the app gathers what
+arrived into batches, writes them to the one cluster store and hands the changed part to
+screens ("attributes down"). Screens get the app's :class:`Services` (the composition
+root) when they are made.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,7 +28,6 @@ from console.probe.models import HostView
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
-from console.ui.inbox import Inbox
 from console.ui.jobs_service import JobRow, JobsService
 from console.ui.messages import (
     HostStatusesArrived,
@@ -54,6 +52,7 @@ from console.ui.theming import (
     check_theme,
     next_theme,
 )
+from console.ui.workers import AppFeeds
 
 if TYPE_CHECKING:
     from console.jobs.slurm_queue import SlurmJobOnNode
@@ -100,12 +99,12 @@ class DistConsoleApp(App[int]):
         store = ClusterStore(host.name for host in inventory.hosts)
         self.services = Services(inventory, settings, clock, store)
         self._connections_factory = connections_factory
-        self.statuses_inbox: Inbox[HostStatus] = Inbox(self, HostStatusesArrived)
-        self.views_inbox: Inbox[dict[str, HostView]] = Inbox(self, HostViewsArrived)
-        self.jobs_inbox: Inbox[list[JobRow]] = Inbox(self, JobRowsArrived)
-        self.slurm_inbox: Inbox[dict[str, tuple[SlurmJobOnNode, ...]]] = Inbox(
-            self, SlurmOccupancyArrived
-        )
+        # The worker loops and their inboxes; the inboxes are named here too, as before.
+        self.feeds = AppFeeds(self, self.services)
+        self.statuses_inbox = self.feeds.statuses_inbox
+        self.views_inbox = self.feeds.views_inbox
+        self.jobs_inbox = self.feeds.jobs_inbox
+        self.slurm_inbox = self.feeds.slurm_inbox
         for bundled in bundled_themes():
             self.register_theme(bundled)
         self.theme = check_theme(theme) if theme else DEFAULT_THEME
@@ -150,95 +149,7 @@ class DistConsoleApp(App[int]):
             self.notify(self.startup_notice, timeout=15)
         if self._connections_factory is not None:
             self.set_interval(self.services.settings.refresh_s, self._refresh_latencies)
-            self.run_worker(
-                self._follow_host_statuses(self._connections_factory),
-                name="host-statuses",
-                group="connections",
-                exit_on_error=False,
-            )
-
-    async def _follow_host_statuses(self, factory: ConnectionsFactory) -> None:
-        connections = factory(self.inventory)
-        self.services.connections = connections
-        await connections.start()
-        self.run_worker(self._attach_jobs(connections), group="connections", exit_on_error=False)
-        interval = self.services.settings.monitor_interval_s
-        if interval is not None:
-            self.run_worker(
-                self._follow_gpu_views(connections, interval),
-                name="gpu-views",
-                group="connections",
-                exit_on_error=False,
-            )
-        if self.inventory.slurm is not None:
-            self.run_worker(
-                self._follow_slurm(connections),
-                name="slurm-queue",
-                group="connections",
-                exit_on_error=False,
-            )
-        async for status in connections.subscribe():
-            self.statuses_inbox.put(status)
-
-    async def _follow_slurm(self, connections: HostStatusSource) -> None:
-        from console.jobs.slurm_queue import SlurmQueuePoller, with_console_jobs
-        from console.transport.pool import ClusterConnections
-
-        if not isinstance(connections, ClusterConnections):
-            return
-        poller = SlurmQueuePoller(connections, self.inventory)
-        async for found in poller.updates():
-            occupancy = with_console_jobs(found, await asyncio.to_thread(self._slurm_launched))
-            self.slurm_inbox.put(occupancy)
-            if self.services.monitor is not None:  # nodes without SSH: sampled via srun
-                self.services.monitor.follow_slurm(occupancy, poller.login.name)
-
-    def _slurm_launched(self) -> dict[str, str]:
-        """Slurm id -> distconsole job id of the jobs this console launched through
-        Slurm (a job counts once: under its own id, not again as 'slurm N')."""
-        import sqlite3
-
-        from console.errors import JobError
-        from console.jobs.slurm_store import SlurmStore
-
-        jobs = self.services.jobs
-        if jobs is None or not jobs.history.path.exists():
-            return {}
-        try:
-            return {r.slurm_id: r.id for r in SlurmStore(jobs.history.path).all().values()}
-        except (JobError, OSError, sqlite3.Error):  # a busy history: names stay Slurm's
-            return {}
-
-    async def _follow_gpu_views(self, connections: HostStatusSource, interval: float) -> None:
-        from console.probe.monitor import ClusterMonitor
-        from console.transport.pool import ClusterConnections
-
-        if not isinstance(connections, ClusterConnections):
-            return  # samplers run over the real pool's connections only
-        monitor = ClusterMonitor(connections, interval=interval)
-        self.services.monitor = monitor
-        async for batch in monitor.updates():
-            self.views_inbox.put(batch)
-
-    async def _attach_jobs(self, connections: HostStatusSource) -> None:
-        from console.transport.pool import ClusterConnections
-
-        if not isinstance(connections, ClusterConnections):
-            return
-        jobs = JobsService(connections, self.inventory, settings=self.services.settings)
-        self.services.jobs = jobs
-        self.run_worker(
-            self._follow_job_rows(jobs), name="job-rows", group="jobs", exit_on_error=False
-        )
-        # Jobs started by an earlier console keep running on their hosts: follow them again.
-        await connections.wait_settled()
-        attached = await jobs.attach_unfinished()
-        if attached:
-            self.notify(f"Re-attached to {len(attached)} running job(s)", timeout=5)
-
-    async def _follow_job_rows(self, jobs: JobsService) -> None:
-        async for rows in jobs.row_updates():
-            self.jobs_inbox.put(rows)
+            self.feeds.start(self._connections_factory)
 
     # -- the store: written here only, then the changed part goes down to screens -------
 
@@ -313,18 +224,7 @@ class DistConsoleApp(App[int]):
             )
 
     async def on_unmount(self) -> None:
-        timeout = self.services.settings.close_timeout_s
-        if self.jobs is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.jobs.close(), timeout)
-        if self.monitor is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.monitor.close(), timeout)
-        if self.connections is not None:
-            # Quitting must not hang on a host that black-holes the close; jobs are
-            # detached on their hosts, so nothing is lost by giving up here.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.connections.close(), timeout)
+        await self.feeds.close()
 
     # -- actions -----------------------------------------------------------------------
 
