@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,41 @@ from console.inventory import Inventory
 from console.transport import ClusterConnections
 
 KEYS = ("f", "slash", "enter", "pageup", "pagedown", "m", "r", "escape")
+
+
+class PeakTrace:
+    """BENCH_TRACEMALLOC=FILE: where the Python heap was at its highest (tracemalloc,
+    every 0.5 s a snapshot when the traced size is a new high), written to FILE at exit.
+    It slows the app several times over: its latencies are not comparable then."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.high = 0
+        self.snapshot: tracemalloc.Snapshot | None = None
+
+    def start(self) -> None:
+        tracemalloc.start(8)
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(0.5)
+                now, _ = tracemalloc.get_traced_memory()
+                if now > self.high:
+                    self.high, self.snapshot = now, tracemalloc.take_snapshot()
+        finally:
+            self.report()
+
+    def report(self) -> None:
+        _, top = tracemalloc.get_traced_memory()
+        lines = [f"tracemalloc: peak {top / 2**20:.0f} MiB, highest snapshot "
+                 f"{self.high / 2**20:.0f} MiB; its biggest sites:"]  # fmt: skip
+        for stat in self.snapshot.statistics("traceback")[:12] if self.snapshot else ():
+            lines.append(f"  {stat.size / 2**20:7.1f} MiB {stat.count:9,d} blocks")
+            lines += [f"      {line}" for line in stat.traceback.format(limit=4)]
+        with open(self.path, "w") as handle:
+            handle.write("\n".join(lines) + "\n")
 
 
 async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -58,7 +95,11 @@ async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> di
     # Scrolls land at once instead of animating, so a key's effect is one frame.
     app.animation_level = "none"
     latencies: dict[str, list[float]] = {k: [] for k in KEYS}
+    trace_to = os.environ.get("BENCH_TRACEMALLOC")
+    peak = PeakTrace(trace_to) if trace_to else None
     async with app.run_test(size=(200, 50)) as pilot:
+        if peak is not None:
+            peak.start()
         deadline = time.monotonic() + 30
         while True:
             pool = app.connections
