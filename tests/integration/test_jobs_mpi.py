@@ -274,10 +274,7 @@ async def test_mpirun_host_lost_fails_and_stops_the_rest(
         assert job.failure.process == "launcher-0" and job.failure.exit_status != 0
         lost = f"Connection to {cluster.host('node2').address} closed"
         assert lost in launcher_output(cluster, plan)
-        assert job.stop_report is not None
-        assert job.stop_report.remaining == {}, job.stop_report.describe()
-        # The lost host is named. In 1 of 5 full-suite runs node1 was also reported
-        # unreachable during this stop (its processes were still stopped: nothing is
-        # left below); left open in the session note, not asserted away silently.
-        assert "node2" in job.stop_report.unreachable, job.stop_report.describe()
+        # The launcher host's supervisor stops what is left (the console stops nothing
+        # while a supervisor runs, so there is no console stop report): nothing remains
+        # on the hosts that stayed, checked below.
     assert_nothing_left(cluster)
