@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 
 from console import display
 from console import inventory as inventory_module
+from console.settings import make_settings
 from console.ui.app import DistConsoleApp
 
 pytestmark = [pytest.mark.sshd, pytest.mark.timeout(120)]
@@ -52,7 +53,11 @@ async def test_latency_column_updates_as_the_connection_changes(
     path = cluster.write_inventory(tmp_path / "hosts.yaml", keepalive_interval=0.5)
     inventory = inventory_module.load(path)
     host = inventory.hosts[0].name
-    app = DistConsoleApp(inventory)
+    # The app reads the transport's latest figure every refresh_s; a stall's slow figure
+    # lasts one keepalive interval (0.5 s) before a quick one replaces it, so the app
+    # must read more often than that or the stall can fall between two reads (seen in
+    # a full-suite run: the default 1 s refresh missed it).
+    app = DistConsoleApp(inventory, settings=make_settings(refresh_s=0.1))
     async with app.run_test(size=size) as pilot:
         await wait_for_cell(pilot, app, host, lambda ms: ms > 0, "no figure after connecting")
         at_connect = app.store.statuses[host].latency_ms
