@@ -26,9 +26,14 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
+
+if TYPE_CHECKING:
+    from console.inventory import Inventory
 
 SLURMCTLD = "/usr/sbin/slurmctld"
 SLURMD = "/usr/sbin/slurmd"
@@ -260,3 +265,29 @@ class SlurmCluster:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         psutil.wait_procs(list(doomed.values()), timeout=10)
+
+
+@contextlib.contextmanager
+def slurm_with_login(root: Path) -> Iterator[tuple[SlurmCluster, Inventory]]:
+    """A Slurm cluster and one sshd login host whose setup reaches it, with the
+    nvidia-smi stand-in on its PATH; the inventory names the host in its ``slurm:``."""
+    from gpu_standin import readable_standin_dir
+    from sshd_cluster import SETUP_LINE, SshdCluster
+
+    from console.inventory import load
+
+    slurm = SlurmCluster()
+    try:
+        sshd = SshdCluster(root / "sshd", 1)
+        try:
+            standin = readable_standin_dir()
+            path = sshd.write_inventory(
+                setup=f'{SETUP_LINE} && {slurm.setup_line} && export PATH="{standin}:$PATH"'
+            )
+            with path.open("a") as f:
+                f.write(f"slurm:\n  login: {sshd.hosts[0].name}\n  partition: test\n")
+            yield slurm, load(path)
+        finally:
+            sshd.close()
+    finally:
+        slurm.close()

@@ -17,12 +17,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from gpu_standin import readable_standin_dir
-from slurm_cluster import SlurmCluster, unavailable_reason
-from sshd_cluster import SETUP_LINE, SshdCluster
+from slurm_cluster import SlurmCluster, slurm_with_login, unavailable_reason
 from sshd_cluster import unavailable_reason as sshd_unavailable
 
-from console.inventory import Inventory, load
+from console.inventory import Inventory
 from console.jobs.slurm_queue import SlurmJobOnNode, SlurmQueuePoller
 from console.probe.srun_sampler import sample_through_srun
 from console.transport.pool import ClusterConnections
@@ -36,22 +34,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmClu
     reason = unavailable_reason() or sshd_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    root = tmp_path_factory.mktemp("slurm-gpu")
-    slurm = SlurmCluster()
-    try:
-        sshd = SshdCluster(root / "sshd", 1)
-        try:
-            standin = readable_standin_dir()
-            path = sshd.write_inventory(
-                setup=f'{SETUP_LINE} && {slurm.setup_line} && export PATH="{standin}:$PATH"'
-            )
-            with path.open("a") as f:
-                f.write(f"slurm:\n  login: {sshd.hosts[0].name}\n  partition: test\n")
-            yield slurm, load(path)
-        finally:
-            sshd.close()
-    finally:
-        slurm.close()
+    with slurm_with_login(tmp_path_factory.mktemp("slurm-gpu")) as made:
+        yield made
 
 
 async def test_poller_shows_the_job_on_its_node_and_srun_samples_its_gpu(
