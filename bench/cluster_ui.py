@@ -22,12 +22,17 @@ Headless Textual skips turning screen updates into terminal bytes; the bench doe
 step itself (to a string) so its cost is counted as it would be on a real terminal.
 
     python bench/cluster_ui.py [--hosts 8,32,64] [--duration 20] [--size 200x60] [--repeat 1]
+
+``BENCH_PROFILE=FILE`` writes a cProfile of the console's event-loop thread from creating
+the app to the first frame to FILE (one N; the profiler slows the console, so that run's
+first-frame figures are not comparable).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import statistics
@@ -163,8 +168,12 @@ async def run_worker(
 ) -> dict[str, Any]:
     from console.ui.app import DistConsoleApp
 
+    profile_to = os.environ.get("BENCH_PROFILE")
+    profiler = cProfile.Profile() if profile_to else None
     cpu_start, hosts_start = cpu_s(), _tree_cpu_s(server_pids)
     started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     app = DistConsoleApp(inventory)
     screen = app.cluster_screen
     result: dict[str, Any] = {}
@@ -205,6 +214,9 @@ async def run_worker(
             await asyncio.sleep(0.005)
         result.update(timeline)
         result["first_frame_s"] = (await first) - started if first.done() else None
+        if profiler is not None and profile_to:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
         # CPU seconds spent until then: the console's own, and the hosts' (SSH servers and
         # starting samplers, which on a real cluster run on the hosts' own CPUs).
         result["first_console_cpu_s"] = cpu_s() - cpu_start
