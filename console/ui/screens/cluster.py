@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Header, Input, Static
+from textual.widgets import Header, Input, Static
 
 from console.inventory import Host
 from console.probe.models import HostView
@@ -34,6 +34,7 @@ from console.ui.widgets.gpu_grid import GpuGrid
 from console.ui.widgets.gpu_grid_layout import GROUPS, METRICS, SORTS
 from console.ui.widgets.gpu_grid_paint import jobs_text, legend
 from console.ui.widgets.gpu_panel import HostPanel, short_gpu_name
+from console.ui.widgets.keys_footer import KeysFooter
 
 # From this many hosts on the screen opens on the dense view (v switches).
 DENSE_FROM_HOSTS = 17
@@ -101,7 +102,7 @@ class ClusterScreen(Screen[None]):
                 yield from self._make_panels()
         yield self.grid
         yield Static("", id="grid-legend")
-        yield Footer()
+        yield KeysFooter()
 
     def _make_panels(self) -> list[HostPanel]:
         for host in self.inventory.hosts:

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from console import display
 from console.display import NOT_REPORTED, figure
@@ -23,6 +23,7 @@ from console.ui.gpu_history import FIGURES
 from console.ui.services import Services
 from console.ui.widgets.gpu_panel import host_figures
 from console.ui.widgets.gpu_plots import GpuHistoryPlot
+from console.ui.widgets.keys_footer import KeysFooter
 
 GPU_COLUMNS = (
     "GPU", "Name", "Util", "Mem util", "Memory", "Temp", "Power", "Fan", "Perf",
@@ -87,7 +88,7 @@ class HostDetailScreen(Screen[None]):
         processes: DataTable[Text] = DataTable(id="detail-processes", cursor_type="row")
         processes.add_columns(*PROCESS_COLUMNS)
         yield processes
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.take(self.view)

@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from console import display
 from console.inventory import Inventory
 from console.transport.base import HostState, HostStatus
 from console.ui.services import Services
 from console.ui.widgets.host_table import HostTable
+from console.ui.widgets.keys_footer import KeysFooter
 
 
 def insecure_warning(inventory: Inventory) -> str | None:
@@ -55,7 +56,7 @@ class HostsScreen(Screen[None]):
         yield Static(self._summary(), id="hosts-summary", markup=False)
         yield HostTable(self.inventory.hosts, clock=self.services.clock, id="hosts-table")
         yield Static("", id="host-detail", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.set_interval(self.services.settings.refresh_s, self._tick)

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Header, Static
+from textual.widgets import Button, DataTable, Header, Static
 
 from console.display import duration
 from console.errors import ConsoleError
@@ -29,6 +29,7 @@ from console.ui.messages import OpenLogs
 from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.services import Services
 from console.ui.theming import state_colour
+from console.ui.widgets.keys_footer import KeysFooter
 
 STATE_COLOURS = {
     JobState.STARTING: "connecting",
@@ -108,7 +109,7 @@ class JobsScreen(Screen[None]):
         table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row")
         yield table
         yield Static("", id="job-detail", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#jobs-table", DataTable)

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Checkbox, Footer, Header, Input, Label, Select, SelectionList, Static
+from textual.widgets import Checkbox, Header, Input, Label, Select, SelectionList, Static
 
 from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
 from console.jobs.models import JobKind, JobPlan
@@ -26,6 +26,7 @@ from console.jobs.spec import JobSpec, make_spec, parse_env
 from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
 from console.ui.services import LaunchDraft, Services
+from console.ui.widgets.keys_footer import KeysFooter
 
 TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     # (spec field, label, placeholder)
@@ -191,7 +192,7 @@ class LaunchScreen(Screen[str | None]):
                 box.border_title = "What every host will run"
                 yield Static("", id="launch-preview", markup=False)
         yield Static("", id="launch-status", markup=False)
-        yield Footer()
+        yield KeysFooter()
 
     def _net_preset(self) -> ComposeResult:
         """The network preset (--net); the preview shows the variables it sets."""
