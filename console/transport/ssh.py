@@ -38,6 +38,30 @@ from console.transport.sessions import (
 from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
 
 KEEPALIVE_COUNT_MAX = 3
+
+# Parsed known_hosts files by path, with the (mtime, size) they were read at. Hosts of one
+# inventory share one file: asyncssh would parse it again for every connection (64 hosts:
+# 64 x 64 keys, a third of a 64-host start's connect CPU). A file that changed (`keys`)
+# is read again.
+_KNOWN_HOSTS: dict[str, tuple[tuple[int, int], asyncssh.SSHKnownHosts]] = {}
+
+
+def known_hosts_file(path: str) -> asyncssh.SSHKnownHosts | str:
+    """``path`` parsed once per version of the file; the path itself when it cannot be
+    read here, so asyncssh reports the problem as it would for any connection."""
+    try:
+        stat = os.stat(path)
+        version = (stat.st_mtime_ns, stat.st_size)
+        cached = _KNOWN_HOSTS.get(path)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        parsed = asyncssh.read_known_hosts(path)
+    except (OSError, ValueError):
+        return path
+    _KNOWN_HOSTS[path] = (version, parsed)
+    return parsed
+
+
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
 # A key the server refuses will not start working by itself; retry rarely.
@@ -150,7 +174,7 @@ class SshConnection(HostConnection):
         if host.insecure_host_keys:
             options["known_hosts"] = None
         elif host.known_hosts is not None:
-            options["known_hosts"] = os.path.expanduser(host.known_hosts)
+            options["known_hosts"] = known_hosts_file(os.path.expanduser(host.known_hosts))
         if host.proxy_jump is not None:
             options["tunnel"] = host.proxy_jump
         return options
