@@ -83,7 +83,9 @@ async def snapshot(
     from console.transport.pool import ClusterConnections
 
     pool = ClusterConnections(list(hosts), reconnect=False)
-    monitor = ClusterMonitor(pool, interval=interval)
+    # One sample per host: a sampler that writes one line (its CPU % window overlapping
+    # its GPU query) and exits, instead of a stream whose second line is waited for.
+    monitor = ClusterMonitor(pool, interval=interval, once=True)
     budget = timeout if timeout is not None else pool.settle_timeout() + 3 * interval + 5
     try:
         views = await monitor.first_frame(budget)

@@ -43,10 +43,15 @@ class HostMonitor:
         *,
         interval: float,
         publish: Callable[[HostView], None],
+        once: bool = False,
     ) -> None:
+        """``once``: one sample and done (``distconsole gpus``): the sampler is started
+        with interval 0, writes one line whose CPU % and rates already have their window,
+        and exits; nothing is restarted after it."""
         self.connection = connection
         self.host = connection.host
         self.interval = interval
+        self.once = once
         self._publish = publish
         status = connection.status
         self.view = HostView(self.host.name, status.state, status.reason)
@@ -92,6 +97,8 @@ class HostMonitor:
 
     def mark_silent(self, now: float, after: float) -> None:
         """No line for ``after`` seconds although the connection looks up: stale."""
+        if self.once:
+            return  # one sample, kept as it was taken: no line is expected after it
         sample = self.view.sample
         if sample is not None and not self.view.stale and now - sample.time > after:
             silent = f"no sample for {now - sample.time:.0f}s"
@@ -123,6 +130,8 @@ class HostMonitor:
                     await self._wake.wait()
                 continue
             got_sample, exit_status, detail = await self._run_once()
+            if got_sample and self.once:
+                return
             if got_sample:
                 # The stream ended (connection lost, or the sampler died): the last sample
                 # is stale now. Restart promptly, but never in a tight loop.
@@ -156,10 +165,11 @@ class HostMonitor:
 
     async def _run_once(self) -> tuple[bool, int | None, str]:
         host = self.host
+        interval = 0.0 if self.once else self.interval
         if self.use_nvsmi_loop:
-            command = sampler.nvsmi_loop_command(host, self.interval)
+            command = sampler.nvsmi_loop_command(host, interval)
         else:
-            command = sampler.sampler_command(host, self.interval)
+            command = sampler.sampler_command(host, interval)
         try:
             process = await self.connection.start(command)
         except TransportError as exc:
@@ -193,7 +203,8 @@ class HostMonitor:
                         continue
                     if read is None:
                         continue  # the sampler's hello
-                    self.warm = self.warm or got_sample  # a run's second line, or later
+                    # A run's second line, or later; a one-shot line has its window.
+                    self.warm = self.warm or got_sample or self.once
                     got_sample = True
                     self._accept(read)
             exit_status = await _exit_status(process)
@@ -227,6 +238,10 @@ class HostMonitor:
             if count is not None and len(rows) == count:
                 yield sampler.decode_nvsmi_loop(self.host.name, rows)
                 rows, last_index = [], -1
+        if rows and self.once:
+            # One query, no loop: its rows are the whole tick (a loop's unfinished tick
+            # at the end of a stream is not).
+            yield sampler.decode_nvsmi_loop(self.host.name, rows)
 
     def stop(self) -> None:
         if self._process is not None:

@@ -36,7 +36,10 @@ class ClusterMonitor:
         interval: float = 1.0,
         batch_window: float | None = None,
         stale_after: float | None = None,
+        once: bool = False,
     ) -> None:
+        """``once``: every host's sampler writes one sample and exits (a snapshot:
+        ``distconsole gpus`` without ``--watch``); see :class:`HostMonitor`."""
         if interval <= 0:
             raise ValueError("interval must be greater than 0")
         self.pool = pool
@@ -49,7 +52,9 @@ class ClusterMonitor:
         self.first_window = min(0.1, self.batch_window)
         self.stale_after = max(5.0, 3 * interval) if stale_after is None else stale_after
         self.monitors: dict[str, HostMonitor] = {
-            host.name: HostMonitor(pool[host.name], interval=interval, publish=self._from_ssh)
+            host.name: HostMonitor(
+                pool[host.name], interval=interval, publish=self._from_ssh, once=once
+            )
             for host in pool.hosts
         }
         # Slurm nodes sampled through a job step instead (srun_sampler.py), by view name.
@@ -140,9 +145,10 @@ class ClusterMonitor:
             self._publish(srun.view)
 
     async def first_frame(self, timeout: float | None = None) -> dict[str, HostView]:
-        """Wait until every host has a sample with its host figures (a sampler's second
-        line, 0.1 s after its first) or is known not to give one (at most
-        ``timeout``, default: the pool's settle time plus a few intervals)."""
+        """Wait until every host has a sample with its host figures (a streaming
+        sampler's second line, 0.1 s after its first; a one-shot sampler's only line)
+        or is known not to give one (at most ``timeout``, default: the pool's settle
+        time plus a few intervals)."""
         await self.start()
         limit = self.pool.settle_timeout() + 3 * self.interval + 5 if timeout is None else timeout
         deadline = time.monotonic() + limit

@@ -66,14 +66,15 @@ def sampler_command(host: Host, interval: float) -> str:
 
 
 def nvsmi_loop_command(host: Host, interval: float) -> str:
-    """Fallback for hosts without python3: nvidia-smi's own loop, parsed here."""
+    """Fallback for hosts without python3: nvidia-smi's own loop, parsed here (interval
+    0: one query, no loop)."""
     argv = [
         "nvidia-smi",
         "--query-gpu=" + ",".join(nvsmi_csv.QUERY_GPU_FIELDS),
         "--format=csv,noheader,nounits",
-        "-lms",
-        str(max(100, int(interval * 1000))),
     ]
+    if interval > 0:
+        argv += ["-lms", str(max(100, int(interval * 1000)))]
     return with_setup(host.setup, "exec " + shlex.join(argv))
 
 

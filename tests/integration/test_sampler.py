@@ -265,6 +265,54 @@ async def test_host_without_python_falls_back_to_nvidia_smi_loop(
         assert sample.cpu_percent is None  # no python: no host figures, not zeros
 
 
+async def test_once_one_sample_with_host_figures_and_no_sampler_left(
+    sshd_cluster: Callable[..., SshdCluster],
+) -> None:
+    """``distconsole gpus``'s monitor: each host's sampler writes ONE sample (CPU %
+    included, no second line waited for) and exits; nothing restarts it."""
+    cluster = sshd_cluster(n=2)
+    inventory = load(cluster.write_inventory(setup=STANDIN_SETUP))
+    async with (
+        ClusterConnections(inventory) as pool,
+        ClusterMonitor(pool, interval=0.5, once=True) as monitor,
+    ):
+        views = await monitor.first_frame(timeout=30)
+        for host in cluster.hosts:
+            view = views[host.name]
+            assert view.state is HostState.UP and not view.stale, view
+            sample = view.sample
+            assert sample is not None and sample.gpu_source == "nvidia-smi"
+            assert sample.cpu_percent is not None and sample.memory_total_mib
+            (gpu,) = sample.gpus
+            assert [p.pid for p in gpu.processes] == H200_PIDS
+        # The one-shot samplers end by themselves (a stream would run until closed).
+        deadline = time.monotonic() + 15
+        while any(_samplers_of(h.user) for h in cluster.hosts) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not any(_samplers_of(h.user) for h in cluster.hosts)
+        await asyncio.sleep(1.5)  # a streaming monitor would have restarted by now
+        assert not any(_samplers_of(h.user) for h in cluster.hosts)
+        assert monitor.views() == views  # kept as taken: not marked stale or restarted
+
+
+async def test_once_without_python_reads_one_nvidia_smi_query(
+    sshd_cluster: Callable[..., SshdCluster],
+) -> None:
+    cluster = sshd_cluster(n=1)
+    inventory = load(
+        cluster.write_inventory(setup=STANDIN_SETUP, python="python3-not-installed-here")
+    )
+    async with (
+        ClusterConnections(inventory) as pool,
+        ClusterMonitor(pool, interval=0.5, once=True) as monitor,
+    ):
+        views = await monitor.first_frame(timeout=30)
+        sample = views[cluster.hosts[0].name].sample
+        assert sample is not None and sample.gpu_source == "nvidia-smi-loop"
+        (gpu,) = sample.gpus
+        assert (gpu.name, gpu.utilization_gpu, gpu.memory_used_mib) == ("NVIDIA H200", 100, 32362)
+
+
 async def test_host_without_gpu_says_so(sshd_cluster: Callable[..., SshdCluster]) -> None:
     cluster = sshd_cluster(n=1)
     inventory = load(cluster.write_inventory())  # no stand-in on PATH, no driver

@@ -150,6 +150,11 @@ def test_commands_quote_values_and_run_setup_first() -> None:
     real = Host.model_construct(name="r", address="10.0.0.2")
     assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r"
     assert sampler.nvsmi_loop_command(real, 1.0).startswith("exec nvidia-smi --query-gpu=index,")
+    assert sampler.nvsmi_loop_command(real, 1.0).endswith(" -lms 1000")
+    # Interval 0 (a one-shot snapshot): one query, nvidia-smi exits after it.
+    once = sampler.nvsmi_loop_command(real, 0.0)
+    assert once.startswith("exec nvidia-smi --query-gpu=index,") and "-lms" not in once
+    assert sampler.sampler_command(real, 0.0) == "exec python3 -u - 0 auto 0 r"
 
 
 def test_gpu_processes_asked_for_by_their_own_thread_and_refreshed(
