@@ -121,6 +121,12 @@ class JobsScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         self._tick()  # durations moved while another screen was shown
+        if self.services.jobs is not None:
+            self.services.jobs.jobs_in_view(True)
+
+    def on_screen_suspend(self) -> None:
+        if self.services.jobs is not None:
+            self.services.jobs.jobs_in_view(False)
 
     def _tick(self) -> None:
         # Only running jobs' durations move; every other cell waits for an event.

@@ -1,0 +1,68 @@
+"""How often the console scans the hosts for jobs: at start, then rarely, until the jobs
+screen is shown (a scan at once, then often), and rarely again once it is left.
+
+``discover`` is counted by a subclass: its real work (a program on every host) is tested
+in tests/integration/test_jobs_discover_report.py."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from console.inventory import Host, Inventory
+from console.jobs.history import JobHistory
+from console.transport.pool import ClusterConnections
+from console.ui import jobs_service
+from console.ui.jobs_service import JobsService
+
+INVENTORY = Inventory(path="/srv/hosts.yaml", hosts=(Host(name="n0", address="10.0.0.1"),))
+
+
+class CountingJobs(JobsService):
+    sweeps = 0
+
+    async def discover(self) -> list[str]:
+        self.sweeps += 1
+        return []
+
+
+async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def poll() -> None:
+        while not check():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def test_scans_follow_the_jobs_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobs_service, "DISCOVER_EVERY_S", 0.05)
+    monkeypatch.setattr(jobs_service, "DISCOVER_UNSEEN_S", 3600.0)
+    jobs = CountingJobs(
+        ClusterConnections(INVENTORY), INVENTORY, history=JobHistory(tmp_path / "j.sqlite3")
+    )
+    rows = jobs.row_updates()
+    feed = asyncio.ensure_future(rows.__anext__())
+    try:
+        await until(lambda: jobs.sweeps == 1)  # the scan at start
+        await asyncio.sleep(0.3)
+        assert jobs.sweeps == 1  # not shown: the next one is an hour away
+
+        jobs.jobs_in_view(True)
+        await until(lambda: jobs.sweeps >= 4)  # at once, then every 0.05 s
+
+        jobs.jobs_in_view(False)
+        await asyncio.sleep(0.1)  # a sweep already waiting may still run
+        settled = jobs.sweeps
+        await asyncio.sleep(0.3)
+        assert jobs.sweeps == settled
+    finally:
+        feed.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await feed
+        await jobs.close()
