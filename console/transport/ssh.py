@@ -29,6 +29,7 @@ from console.transport.base import (
     with_env,
 )
 from console.transport.connect_errors import describe_connect_error
+from console.transport.connect_options import cipher_preference, known_hosts_file
 from console.transport.sessions import (
     SESSION_WAIT_S,
     SESSIONS_PER_CONNECTION,
@@ -38,29 +39,6 @@ from console.transport.sessions import (
 from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
 
 KEEPALIVE_COUNT_MAX = 3
-
-# Parsed known_hosts files by path, with the (mtime, size) they were read at. Hosts of one
-# inventory share one file: asyncssh would parse it again for every connection (64 hosts:
-# 64 x 64 keys, a third of a 64-host start's connect CPU). A file that changed (`keys`)
-# is read again.
-_KNOWN_HOSTS: dict[str, tuple[tuple[int, int], asyncssh.SSHKnownHosts]] = {}
-
-
-def known_hosts_file(path: str) -> asyncssh.SSHKnownHosts | str:
-    """``path`` parsed once per version of the file; the path itself when it cannot be
-    read here, so asyncssh reports the problem as it would for any connection."""
-    try:
-        stat = os.stat(path)
-        version = (stat.st_mtime_ns, stat.st_size)
-        cached = _KNOWN_HOSTS.get(path)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        parsed = asyncssh.read_known_hosts(path)
-    except (OSError, ValueError):
-        return path
-    _KNOWN_HOSTS[path] = (version, parsed)
-    return parsed
-
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -177,6 +155,9 @@ class SshConnection(HostConnection):
             options["known_hosts"] = known_hosts_file(os.path.expanduser(host.known_hosts))
         if host.proxy_jump is not None:
             options["tunnel"] = host.proxy_jump
+        ciphers = cipher_preference(self._ssh_config)
+        if ciphers is not None:
+            options["encryption_algs"] = ciphers
         return options
 
     async def connect_once(self) -> HostStatus:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import asyncssh
 
-from console.transport.ssh import known_hosts_file
+from console.transport.connect_options import known_hosts_file
 
 
 def _line(name: str, key: asyncssh.SSHKey) -> str:
