@@ -8,7 +8,7 @@ console side. Sample lines hold exactly the keys of ``sample_schema.py``. GPUs c
 NVML (pynvml) when it initialises, else from ``nvidia-smi --query-gpu ... -lms``
 streamed by a reader thread (its raw CSV rows go to the console, whose tested parser
 reads them), else "no NVIDIA GPU". In ``simulated`` mode the GPUs come from
-``simulated.py``. Host figures come from psutil when importable, else /proc.
+``simulated.py``. Host figures come from /proc, else (no /proc) psutil when importable.
 
 The program is several files sent as one source (``console/probe/sampler.py``
 ``program_source``): sample_schema, simulated, sampler_gpus, sampler_host, then this.

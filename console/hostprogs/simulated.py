@@ -13,11 +13,12 @@ are built with the sample schema's :func:`record`.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import random
 import time
+
+# hashlib (OpenSSL's library) and random are imported where used: this file is part of
+# every sampler, and only demo hosts simulate GPUs.
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
     from console.hostprogs.sample_schema import GPU_FIELDS, GPU_PROCESSES, PROCESS_FIELDS, record
@@ -33,12 +34,20 @@ SIMULATED_MEMORY_MIB = 81920.0
 SIMULATED_POWER_LIMIT_W = 400.0
 
 
-def read_environ(pid: int) -> dict[str, str] | None:
-    """A process's initial environment, or None when it is gone or not ours to read."""
+def read_environ(pid: int, needs: str | None = None) -> dict[str, str] | None:
+    """A process's initial environment, or None when it is gone or not ours to read, or
+    (with ``needs``) does not set that variable: most processes of a host are not a
+    job's, and parsing each one's environment was most of a scan's cost."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             raw = f.read()
     except OSError:
+        return None
+    if (
+        needs is not None
+        and not raw.startswith(needs.encode() + b"=")
+        and (b"\0" + needs.encode() + b"=" not in raw)
+    ):
         return None
     env = {}
     for item in raw.split(b"\0"):
@@ -116,7 +125,7 @@ class JobProcessScan:
             del self._known[gone]
             self.first_seen.pop(gone, None)
         for pid in pids - set(self._known):
-            env = read_environ(pid)
+            env = read_environ(pid, JOB_VAR)
             foreign = any(env.get(k) != v for k, v in self._mine.items()) if env else True
             if env is None or not env.get(JOB_VAR) or foreign:
                 self._known[pid] = None
@@ -131,6 +140,8 @@ class JobProcessScan:
 
 
 def _uuid(seed: str, index: int) -> str:
+    import hashlib
+
     h = hashlib.sha1(f"{seed}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
@@ -141,6 +152,8 @@ class SimulatedGpus:
     def __init__(self, seed: str, count: int) -> None:
         self.count = max(1, count)
         self.seed = seed
+        import random
+
         self._rng = random.Random(seed)
         self._temps = [32.0 + self._rng.random() * 4 for _ in range(self.count)]
         self._scan = JobProcessScan()

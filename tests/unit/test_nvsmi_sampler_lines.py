@@ -79,7 +79,20 @@ def test_no_nvml_driver_no_nvidia_smi() -> None:
     assert sample.gpus == ()
     assert sample.gpu_source == "none"
     assert sample.gpu_error is not None and "no NVIDIA GPU" in sample.gpu_error
-    assert sample.host_source == "psutil"
+    assert sample.host_source == "proc"  # this venv has psutil; /proc comes first
+
+
+def test_host_figures_fall_back_to_psutil_without_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc/stat cannot be read (not Linux), psutil gives the figures."""
+    pytest.importorskip("psutil")
+    from console.hostprogs.sampler_host import HostFigures
+
+    monkeypatch.setattr(HostFigures, "_proc_cpu", staticmethod(lambda: None))
+    figures = HostFigures()
+    assert figures.source == "psutil"
+    out = figures.sample()
+    assert out["host_source"] == "psutil"
+    assert isinstance(out["memory_total_mib"], float) and out["memory_total_mib"] > 0
 
 
 def test_simulated_gpus_are_labelled() -> None:
