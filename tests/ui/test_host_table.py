@@ -58,3 +58,31 @@ async def test_fitted_columns_follow_the_widest_cell_both_ways() -> None:
         await pilot.pause()
         assert latency.content_width == widest(table, "latency")
         assert table.state_of("node7") == "up"
+
+
+async def test_ages_wait_while_another_screen_is_shown_and_catch_up_on_return() -> None:
+    from console.inventory import Inventory
+    from console.ui.app import DistConsoleApp
+    from console.ui.screens.hosts import HostsScreen
+
+    now = [1_000_000.0]
+    inventory = Inventory(path="/srv/hosts.yaml", hosts=tuple(HOSTS[:3]))
+    app = DistConsoleApp(inventory, connections_factory=None, clock=lambda: now[0])
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.apply_statuses(
+            [HostStatus("node1", HostState.DOWN, reason="refused", last_seen=now[0] - 5)]
+        )
+        await pilot.pause()
+        table = app.query_one(HostTable)
+        assert table.text_of("node1", "last_seen") == "5s ago"
+
+        await pilot.press("g")
+        now[0] += 120
+        await pilot.pause(app.services.settings.refresh_s * 2)  # ticks pass unseen
+        assert not isinstance(app.screen, HostsScreen)
+        assert table.text_of("node1", "last_seen") == "5s ago"
+
+        await pilot.press("h")
+        await pilot.pause()
+        assert isinstance(app.screen, HostsScreen)
+        assert table.text_of("node1", "last_seen") == "2m ago"

@@ -63,7 +63,12 @@ class HostsScreen(Screen[None]):
         if self.services.store.statuses:  # arrived before the table existed
             self.apply_statuses(self.services.store.statuses.values())
 
+    def on_screen_resume(self) -> None:
+        self._tick()  # ages moved while another screen was shown
+
     def _tick(self) -> None:
+        if not self.is_current:
+            return  # nobody reads the ages meanwhile; resuming brings them up to date
         self.table.refresh_ages()
         self.query_one("#hosts-summary", Static).update(self._summary())
         self._show_detail(self.table.selected_host)

@@ -145,6 +145,9 @@ class HostTable(DataTable[str | Text]):
         return max(counts) != widest
 
     def _set_fitted(self, row: str, column: str, cell: Text) -> None:
+        shown = self.get_cell(row, column)
+        if isinstance(shown, Text) and shown.plain == cell.plain and shown.style == cell.style:
+            return  # an unchanged cell would still cost the table a refresh
         self.update_cell(row, column, cell)
         if self._note_width(row, column, cell.plain):
             key = ColumnKey(column)
