@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from console.errors import UsageError
-from console.jobs.control import DEFAULT_GRACE_S
+from console.jobs.grace import DEFAULT_GRACE_S
 from console.logs.buffer import DEFAULT_MAX_LINES_PER_RANK
 from console.validation import first_problem
 

@@ -16,12 +16,12 @@ from typing import Any, Protocol
 from console.errors import JobError, TransportError
 from console.inventory import Host, Inventory
 from console.jobs import jobctl_reports, remote_ops
+from console.jobs.grace import DEFAULT_GRACE_S
 from console.jobs.history import JobHistory
 from console.jobs.job import Job, JobEvent, StopReport
 from console.jobs.models import JobState
 from console.transport.base import HostConnection
 
-DEFAULT_GRACE_S = 10.0
 WATCH_INTERVAL_S = 0.2
 
 
