@@ -213,6 +213,12 @@ def show(mode: str, r: dict[str, Any]) -> None:
         f"  peak RSS {r['peak_mb']:6.0f} MiB ({per_line:4.0f} B/kept line, {r['kept']:,d} kept)"
         f"  load {r['load'][0]:.1f}->{r['load'][1]:.1f}"
     )
+    if "end_mb" in r:
+        used, free = r.get("malloc_used_mb", 0), r.get("malloc_free_mb", 0)
+        print(f"          at the end: RSS {r['end_mb']:.0f} MiB, malloc in use {used:.0f} MiB"
+              f" and free {free:.0f} MiB, RSS after malloc_trim {r.get('trimmed_mb', 0):.0f}"
+              f" MiB; store text {r['text_mb']:.0f} MiB; before the first line"
+              f" {r['baseline_mb']:.0f} MiB")  # fmt: skip
     for error in r.get("errors", []):
         print(f"          {error}")
 

@@ -58,7 +58,13 @@ class OnceChecker:
             key = run.source.key
             head, _, rest = run.text.partition("\n")
             last = rest[rest.rfind("\n") + 1 :] if rest else head
-            first_n, last_n = int(head.split(" ", 4)[3]), int(last.split(" ", 4)[3])
+            try:
+                first_n, last_n = int(head.split(" ", 4)[3]), int(last.split(" ", 4)[3])
+            except (IndexError, ValueError):
+                if len(self.errors) < 5:
+                    self.errors.append(f"rank {key}: not a writer's line in {run.text[-300:]!r}")
+                self.lines += run.nlines
+                continue
             want = self.next.get(key, 0)
             wrong = first_n != want or last_n != first_n + run.nlines - 1
             if wrong and len(self.errors) < 5:

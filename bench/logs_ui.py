@@ -55,6 +55,82 @@ class PeakTrace:
             handle.write("\n".join(lines) + "\n")
 
 
+def _mallinfo() -> tuple[float, float]:
+    """(in use, free but held) by malloc, MiB; (0, 0) without glibc."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return 0.0, 0.0
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    return (info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20
+
+
+def _ssh_buffered() -> str:
+    """Bytes asyncssh holds for each open process: its stream's buffer and its channel's
+    (diagnostics only: walks the GC's objects)."""
+    import gc
+
+    import asyncssh
+
+    out = []
+    for obj in gc.get_objects():
+        if isinstance(obj, asyncssh.SSHClientProcess):
+            chan = obj.channel
+            held = sum(len(d) for d, _ in chan._recv_buf if isinstance(d, bytes | str))
+            out.append(f"{obj._recv_buf_len / 2**20:.1f}+{held / 2**20:.1f}")
+    return "  ssh " + " ".join(out)
+
+
+async def memory_log(path: str, screen: Any) -> None:
+    """BENCH_MEMLOG=FILE: every 0.5 s, RSS and malloc's in-use / free, lines received."""
+    with open(path, "w") as handle:
+        t0 = time.monotonic()
+        while True:
+            used, free = _mallinfo()
+            ssh = _ssh_buffered() if os.environ.get("BENCH_MEMLOG_SSH") else ""
+            handle.write(f"{time.monotonic() - t0:6.1f} s  rss {rss_mb():6.0f}  malloc used"
+                         f" {used:6.0f} free {free:6.0f}  received {screen.store.total_received}"
+                         f"  kept {len(screen.store)}  chunks {screen.store.chunk_count()}"
+                         f"  text {screen.store.text_bytes() / 2**20:.0f} MiB{ssh}\n")  # fmt: skip
+            handle.flush()
+            await asyncio.sleep(0.5)
+
+
+def memory_now(text_chars: int) -> dict[str, float]:
+    """RSS at the end, what malloc holds in use, and RSS once malloc gave back its free
+    pages: tells live data from the allocator's free-but-kept memory (fragmentation)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    out = {"end_mb": rss_mb(), "text_mb": text_chars / 2**20}
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return out
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    out["malloc_used_mb"] = (info.uordblks + info.hblkhd) / 2**20
+    out["malloc_free_mb"] = info.fordblks / 2**20
+    libc.malloc_trim(0)
+    out["trimmed_mb"] = rss_mb()
+    return out
+
+
 async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> dict[str, Any]:
     from textual import events
     from textual.widgets import Input
@@ -113,6 +189,8 @@ async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> di
         await app.push_screen(screen)
         timeline = Timeline(args, lambda: screen.store.total_received)
         baseline = rss_mb()
+        memlog_to = os.environ.get("BENCH_MEMLOG")
+        memlog = asyncio.create_task(memory_log(memlog_to, screen)) if memlog_to else None
         writers = await start_writers(conn, out, args, timeline.start_at)
         box = screen.query_one("#log-search", Input)
 
@@ -170,6 +248,9 @@ async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> di
         await timeline.drain(sum(counts))
         result = timeline.result(counts, checker, baseline)
         result["kept"] = len(screen.store)
+        result.update(memory_now(screen.store.text_bytes()))
+        if memlog is not None:
+            memlog.cancel()
         result["latency_ms"] = latencies
         result["rounds"] = rounds
     return result

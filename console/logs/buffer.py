@@ -8,12 +8,20 @@ a string and an int per line. Lines are numbered on arrival (a chunk holds a ran
 numbers) so that "all ranks interleaved" is a merge of the per-rank chunk deques by
 that number; :class:`LogLine` objects are built only for the lines that are asked for
 (the view's tail, a window around a position, filter results).
+
+A log written slowly (or followed closely) arrives a line or two per run, and a chunk
+object per run cost ~250 bytes a line. So a small run is appended to its rank's last
+chunk while that chunk is small (``MERGE_CHARS``); the chunk keeps a flat table of its
+*segments* (first line, first character, arrival number, receive time: 32 bytes each),
+and reading turns it back into one plain chunk per segment, so numbering, the
+interleaving of ranks and every line's receive time are exactly as without merging.
 """
 
 from __future__ import annotations
 
 import heapq
 import re
+from array import array
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -24,6 +32,9 @@ from console.jobs.failure_lines import ERROR_HINTS, ERROR_PATTERN
 from console.logs.models import LineRun, LineSource, LogLine, RankKey, as_runs
 
 DEFAULT_MAX_LINES_PER_RANK = 100_000
+# A run is appended to its rank's last chunk while that chunk's text is shorter than this
+# (and the run too): bounds the copy an append makes and the work of splitting on reads.
+MERGE_CHARS = 4096
 
 
 Entry = tuple[int, LogLine]  # (arrival number, line)
@@ -53,9 +64,10 @@ def compile_search(pattern: str) -> re.Pattern[str]:
 class _Chunk:
     """Lines ``seq + skip .. seq + count - 1`` of one run (the first ``skip`` were
     evicted; the text keeps them until the whole chunk goes: at most one partly evicted
-    chunk per rank)."""
+    chunk per rank). A merged chunk (``segs`` not None) holds several runs; only
+    :meth:`pieces` knows it: every reader gets plain chunks."""
 
-    __slots__ = ("count", "parts", "received", "seq", "skip", "source", "text")
+    __slots__ = ("count", "parts", "received", "segs", "seq", "skip", "source", "text")
 
     def __init__(self, seq: int, run: LineRun) -> None:
         self.seq = seq
@@ -65,6 +77,47 @@ class _Chunk:
         self.count = run.nlines
         self.parts = run.parts
         self.skip = 0
+        # Per merged segment: first line, first character, arrival number, receive time.
+        self.segs: array[float] | None = None
+
+    def can_take(self, run: LineRun) -> bool:
+        return (
+            len(self.text) < MERGE_CHARS
+            and len(run.text) < MERGE_CHARS
+            and self.parts is None
+            and run.parts is None
+            and (run.source is self.source or run.source == self.source)
+        )
+
+    def take(self, seq: int, run: LineRun) -> None:
+        """Append ``run`` (numbered from ``seq``) as a new segment."""
+        if self.segs is None:
+            self.segs = array("d", (0, 0, self.seq, self.received))
+        self.segs.extend((self.count, len(self.text) + 1, seq, run.received))
+        self.text = f"{self.text}\n{run.text}"
+        self.count += run.nlines
+
+    def pieces(self) -> list[_Chunk]:
+        """This chunk as plain chunks, one per segment still holding kept lines."""
+        segs = self.segs
+        if segs is None:
+            return [self]
+        out: list[_Chunk] = []
+        n = len(segs) // 4
+        for j in range(n):
+            line, char, seq, received = segs[4 * j : 4 * j + 4]
+            end_line = segs[4 * j + 4] if j + 1 < n else self.count
+            if end_line <= self.skip:
+                continue
+            end_char = int(segs[4 * j + 5]) - 1 if j + 1 < n else len(self.text)
+            piece = _Chunk.__new__(_Chunk)
+            piece.seq, piece.source, piece.received = int(seq), self.source, received
+            piece.text, piece.parts = self.text[int(char) : end_char], None
+            piece.count = int(end_line - line)
+            piece.skip = max(0, self.skip - int(line))
+            piece.segs = None
+            out.append(piece)
+        return out
 
     @property
     def first(self) -> int:
@@ -119,6 +172,10 @@ class LogStore:
         """Characters of text held (for memory figures), evicted-but-held ones included."""
         return sum(len(c.text) for d in self._ranks.values() for c in d)
 
+    def chunk_count(self) -> int:
+        """Chunks held (for memory figures: each costs ~150 bytes besides its text)."""
+        return sum(len(d) for d in self._ranks.values())
+
     def add(self, lines: Sequence[LogLine]) -> None:
         runs = as_runs(lines)
         if not runs:
@@ -135,7 +192,10 @@ class LogStore:
                 buf = ranks[key] = deque()
                 kept[key] = 0
                 self._dropped[key] = 0
-            buf.append(_Chunk(seq, run))
+            if buf and buf[-1].can_take(run):
+                buf[-1].take(seq, run)
+            else:
+                buf.append(_Chunk(seq, run))
             seq += run.nlines
             total = kept[key] + run.nlines
             if total > limit:
@@ -190,8 +250,8 @@ class LogStore:
         """The chosen ranks' chunks in arrival order (one entry per run, not per line)."""
         keys = self._keys(ranks)
         if len(keys) == 1:
-            return list(self._ranks[keys[0]])
-        return list(heapq.merge(*(self._ranks[k] for k in keys)))
+            return list(_pieces(self._ranks[keys[0]]))
+        return list(heapq.merge(*(_pieces(self._ranks[k]) for k in keys)))
 
     def count(self, ranks: Iterable[RankKey] | None = None) -> int:
         return sum(self._kept[k] for k in self._keys(ranks))
@@ -210,7 +270,7 @@ class LogStore:
     def tail(self, n: int, ranks: Iterable[RankKey] | None = None) -> list[LogLine]:
         """The last ``n`` lines of the chosen ranks, building only those."""
         keys = self._keys(ranks)
-        newest = heapq.merge(*(reversed(self._ranks[k]) for k in keys), reverse=True)
+        newest = heapq.merge(*(_pieces_newest(self._ranks[k]) for k in keys), reverse=True)
         picked: list[_Chunk] = []
         have = 0
         for chunk in newest:
@@ -291,6 +351,23 @@ class LogStore:
             return cache[i][pos - starts[i]]
 
         return _with_context(hits, total, context, line_at)
+
+
+def _pieces(buf: Iterable[_Chunk]) -> Iterator[_Chunk]:
+    """A rank's chunks, merged ones split back into their runs, oldest first."""
+    for chunk in buf:
+        if chunk.segs is None:
+            yield chunk
+        else:
+            yield from chunk.pieces()
+
+
+def _pieces_newest(buf: deque[_Chunk]) -> Iterator[_Chunk]:
+    for chunk in reversed(buf):
+        if chunk.segs is None:
+            yield chunk
+        else:
+            yield from reversed(chunk.pieces())
 
 
 def _starts(chunks: Sequence[_Chunk]) -> list[int]:

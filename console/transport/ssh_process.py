@@ -54,6 +54,7 @@ class SshRemoteProcess(RemoteProcess):
     async def chunks(self) -> AsyncIterator[bytes]:
         if not self._binary:
             raise TransportError(f"{self._connection.host.name}: not started for bytes")
+        resume_when_drained(self._process)
         try:
             while data := await self._process.stdout.read(CHUNK_BYTES):  # b"" only at EOF
                 self._connection.touch()
@@ -83,6 +84,26 @@ class SshRemoteProcess(RemoteProcess):
     def close(self) -> None:
         self._process.close()
         self._stderr_task.cancel()
+
+
+def resume_when_drained(process: asyncssh.SSHClientProcess[Any]) -> None:
+    """Keep what a reader that falls behind leaves in the console bounded (two windows).
+
+    asyncssh pauses a channel whose stream holds a window (2 MiB) unread and resumes it
+    as soon as a read leaves less. On resuming it sends the peer a whole window again
+    while the channel still holds what arrived during the pause, delivers one packet,
+    and pauses again: every read added a window of buffered data (70 MiB seen under a
+    log firehose). Resumed only once the stream is empty, the channel's buffer is all
+    delivered at once and the data waits in the host's files instead."""
+    base = process._should_pause_reading
+
+    def should_pause() -> bool:
+        if process._read_paused:
+            return process._recv_buf_len > 0 or base()
+        return base()
+
+    if hasattr(process, "_read_paused") and hasattr(process, "_recv_buf_len"):
+        process._should_pause_reading = should_pause  # type: ignore[method-assign]
 
 
 def kill(process: asyncssh.SSHClientProcess[str]) -> None:
