@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -78,6 +79,10 @@ class ClusterScreen(Screen[None]):
         self.dense = len(self.inventory.hosts) >= DENSE_FROM_HOSTS
         self._panels: dict[str, HostPanel] = {}
         self._stats: dict[str, HostTotals] = {}
+        # What the summary and legend lines show now: most batches change neither, and
+        # re-rendering them was a tenth of a 64-host console's steady CPU.
+        self._summary_shown: str | None = None
+        self._legend_shown: Text | None = None
         self._longest_name = 0
         self.grid = GpuGrid(
             self.inventory.hosts,
@@ -94,7 +99,8 @@ class ClusterScreen(Screen[None]):
         yield Input(
             placeholder="filter hosts by name or tag (Enter keeps, Esc clears)", id="filter"
         )
-        yield Static(self._summary(), id="cluster-summary", markup=False)
+        self._summary_shown = self._summary()
+        yield Static(self._summary_shown, id="cluster-summary", markup=False)
         yield Static("", id="no-match", markup=False)
         yield GpuColumnsHeader(id="gpu-columns")
         with VerticalScroll(id="panels"):
@@ -206,15 +212,20 @@ class ClusterScreen(Screen[None]):
         self.query_one("#gpu-columns", GpuColumnsHeader).show(message.columns)
 
     def _show_summary(self) -> None:
-        # One fixed-height line: no layout needed, only a repaint.
-        self.query_one("#cluster-summary", Static).update(self._summary(), layout=False)
+        text = self._summary()
+        if text != self._summary_shown:
+            self._summary_shown = text
+            # One fixed-height line: no layout needed, only a repaint.
+            self.query_one("#cluster-summary", Static).update(text, layout=False)
 
     def _show_legend(self) -> None:
         palette = self.grid.palette()
         text = legend(palette, self.grid.metric, self.grid.sort, self.grid.group)
         text.append("\n")
         text.append_text(jobs_text(palette, self._cluster_summary().jobs, self.grid.letters))
-        self.query_one("#grid-legend", Static).update(text, layout=False)
+        if text != self._legend_shown:
+            self._legend_shown = text
+            self.query_one("#grid-legend", Static).update(text, layout=False)
 
     def _refresh_ages(self) -> None:
         # Down hosts say how long ago they were last seen; that text ages by itself.

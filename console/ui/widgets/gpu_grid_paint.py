@@ -47,6 +47,12 @@ class GridPalette:
     host: Style
     down: Style
     heading: Style
+    # The same styles laid on ``base``, made once: adding styles per cell was most of
+    # a block's painting.
+    heat_on_base: tuple[tuple[Style, ...], ...]
+    not_reported_on_base: Style
+    attention_on_base: Style
+    jobs_on_base: tuple[Style, ...]
 
     @classmethod
     def of(cls, theme: Theme, variables: Mapping[str, str]) -> GridPalette:
@@ -77,16 +83,23 @@ class GridPalette:
             for key in ("success", "accent", "primary", "secondary", "warning", "foreground")
         )
         down = Color.parse(state_colour(theme, "down"))
+        base = Style(color=foreground.rich_color, bgcolor=background.rich_color)
+        not_reported = Style(color=muted.rich_color, dim=True)
+        attention = Style(color=colour("error", "#DF5561").rich_color, bold=True)
         return cls(
             name=theme.name,
-            base=Style(color=foreground.rich_color, bgcolor=background.rich_color),
+            base=base,
             heat=(util, memory),
-            not_reported=Style(color=muted.rich_color, dim=True),
-            attention=Style(color=colour("error", "#DF5561").rich_color, bold=True),
+            not_reported=not_reported,
+            attention=attention,
             jobs=jobs,
             host=Style(bold=True),
             down=Style(color=down.rich_color),
             heading=Style(bold=True, underline=True),
+            heat_on_base=tuple(tuple(base + level for level in ramp) for ramp in (util, memory)),
+            not_reported_on_base=base + not_reported,
+            attention_on_base=base + attention,
+            jobs_on_base=tuple(base + job for job in jobs),
         )
 
 
@@ -162,21 +175,22 @@ def paint_block(
         segments.append(Segment(f"{clip(note, cells_width):<{cells_width}}", base + style))
     else:
         assert view is not None and view.sample is not None
-        heat = palette.heat[1 if metric == "memory" else 0]
+        heat = palette.heat_on_base[1 if metric == "memory" else 0]
+        jobs = palette.jobs_on_base
         gpus = view.sample.gpus
-        held = slurm_gpu_labels(slurm)
+        held = slurm_gpu_labels(slurm) if slurm else None
+        glyph_count = shape.cell_width - 1
         for gpu in gpus[: shape.gpus]:
             cell = cell_of(gpu, metric, letters, thresholds, held)
-            glyphs = cell.glyph * (shape.cell_width - 1)
-            style = palette.not_reported if cell.level is None else heat[cell.level]
-            segments.append(Segment(glyphs, base + style))
+            style = palette.not_reported_on_base if cell.level is None else heat[cell.level]
+            segments.append(Segment(cell.glyph * glyph_count, style))
             if cell.marker == ATTENTION_MARK:
-                mark_style = palette.attention
+                mark_style = palette.attention_on_base
             elif cell.job is not None:
-                mark_style = palette.jobs[letters.index(cell.job) % len(palette.jobs)]
+                mark_style = jobs[letters.index(cell.job) % len(jobs)]
             else:
-                mark_style = Style()
-            segments.append(Segment(cell.marker, base + mark_style))
+                mark_style = base
+            segments.append(Segment(cell.marker, mark_style))
         missing = shape.gpus - min(len(gpus), shape.gpus)
         if missing:
             segments.append(Segment(" " * missing * shape.cell_width, base))
