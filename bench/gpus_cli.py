@@ -18,7 +18,11 @@ included: ``RUSAGE_CHILDREN``), never the hosts' sshd, shells, samplers or
 nvidia-smi, which here share this machine's 2 cores with the console but on a real
 cluster run on the hosts. Wall time is to the process's exit; both print every host.
 
-    python bench/gpus_cli.py [--hosts 1,64] [--repeat 3] [--fanout 64]
+    python bench/gpus_cli.py [--hosts 1,64] [--repeat 3] [--fanout 64] [--timeline 5]
+
+``--timeline RUNS``: the smallest N's run again through ``bench/gpus_timeline.py``, which
+notes the time and the console's CPU at each step (python up, imports, inventory,
+connected, session opened, the sampler's hello and sample, JSON written, exit).
 """
 
 from __future__ import annotations
@@ -123,6 +127,45 @@ def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -
     }
 
 
+def timeline_runs(cluster: Any, count: int, repeat: int, standin: Path, work: Path) -> list[Any]:
+    """``gpus --json`` on the first ``count`` hosts through ``bench/gpus_timeline.py``
+    (the time and console CPU at each step), ``repeat`` times: one dict per run."""
+    names = [h.name for h in cluster.hosts[:count]]
+    inventory = cluster.write_inventory(
+        work / f"hosts{count}.yaml", setup=f"export PATH={standin}:$PATH"
+    )
+    runs = []
+    for _ in range(repeat):
+        cmd = [PYTHON, str(ROOT / "bench" / "gpus_timeline.py"), repr(time.time())]
+        cmd += [str(inventory), *(w for n in names for w in ("--host", n))]
+        wall, cpu, out = timed(cmd)
+        run = json.loads(out.strip().splitlines()[-1])
+        run["exit"] = (wall, cpu)
+        runs.append(run)
+    return runs
+
+
+def _print_timeline(count: int, runs: list[Any], repeat: int) -> None:
+    print(
+        f"\ntimeline of gpus --json on {count} host(s), from starting the process (median of "
+        f"{len(runs)}; with several hosts, when the LAST host reached the step); CPU: the "
+        "console process's own"
+    )
+    print_header(f"{'step':<40}  {'at':>8}  {'step took':>9}  {'console CPU':>11}")
+    previous = 0.0
+    for step in runs[0]["steps"]:
+        at = statistics.median(r["steps"][step][-1][0] for r in runs)
+        cpu = statistics.median(r["steps"][step][-1][1] for r in runs)
+        print(f"{step:<40}  {at * 1000:>5.0f} ms  {(at - previous) * 1000:>6.0f} ms  "
+              f"{cpu * 1000:>8.0f} ms")  # fmt: skip
+        previous = at
+    wall = statistics.median(r["exit"][0] for r in runs)
+    cpu = statistics.median(r["exit"][1] for r in runs)
+    print(f"{'process exited (interpreter teardown)':<40}  {wall * 1000:>5.0f} ms  "
+          f"{(wall - previous) * 1000:>6.0f} ms  {cpu * 1000:>8.0f} ms")  # fmt: skip
+    print(f"command: python bench/gpus_cli.py --hosts {count} --timeline {repeat}")
+
+
 def demo_runs(count: int, repeat: int) -> list[tuple[float, float, int]]:
     """``gpus --json`` on ``count`` demo hosts (8 simulated GPUs each) served by a separate
     ``distconsole demo --serve`` process: (wall s, console CPU s, hosts with GPUs)."""
@@ -159,6 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "each, served by a separate process; no pdsh there)",
     )
     parser.add_argument("--no-sshd", action="store_true", help="only the --demo runs")
+    parser.add_argument(
+        "--timeline",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="also time each step of gpus --json (python up, imports, inventory, connect, "
+        "session, hello, sample, JSON, exit) on the smallest --hosts count, RUNS times",
+    )
     args = parser.parse_args(argv)
     demo = {n: demo_runs(n, args.repeat) for n in args.demo}
     if args.no_sshd:
@@ -191,9 +242,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n: [run_pair(cluster, n, args.fanout, standin, work) for _ in range(args.repeat)]
                 for n in args.hosts
             }
+            first = min(args.hosts)
+            timeline = timeline_runs(cluster, first, args.timeline, standin, work)
         finally:
             cluster.close()
     _print(results, args)
+    if timeline:
+        _print_timeline(first, timeline, args.timeline)
     _print_demo(demo, args)
     return 0
 
