@@ -113,8 +113,8 @@ def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -
     pdsh_cmd.append(nvsmi_commands(standin))
     p_wall, p_cpu, p_out = timed(pdsh_cmd, env)
     answered = {line.split(":", 1)[0] for line in p_out.splitlines() if ":" in line}
-    # The console's own start (imports, every sub-command's parser), no host contacted.
-    start_wall, start_cpu, _ = timed([PYTHON, "-m", "console", "--version"])
+    # The console's own start: the gpus command's imports and parser, no host contacted.
+    start_wall, start_cpu, _ = timed([PYTHON, "-m", "console", "gpus", "--help"])
     return {
         "start_wall": start_wall,
         "start_cpu": start_cpu,
@@ -288,7 +288,8 @@ def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -
         )
     starts = [r for runs in results.values() for r in runs]
     print(
-        f"of which the console's own start (python -m console --version, no host): "
+        f"of which the console's own start (python -m console gpus --help: the command's "
+        "imports but asyncssh's, no host; --timeline has every step): "
         f"{med(starts, 'start_wall'):.2f} s wall, {med(starts, 'start_cpu'):.2f} s CPU"
     )
     print(
