@@ -27,24 +27,19 @@ from textual.widgets import Header, Input, Static
 from console.inventory import Host
 from console.probe.models import HostView
 from console.transport.base import HostStatus
-from console.ui.attention import Thresholds, host_needs_attention
+from console.ui.attention import Thresholds
+from console.ui.host_filter import host_shown, no_match_text
 from console.ui.overview import ClusterSummary, HostTotals, slurm_held, summary_text
 from console.ui.services import Services
 from console.ui.widgets.gpu_columns import GpuColumnsHeader
 from console.ui.widgets.gpu_grid import GpuGrid
 from console.ui.widgets.gpu_grid_layout import GROUPS, METRICS, SORTS
 from console.ui.widgets.gpu_grid_paint import jobs_text, legend
-from console.ui.widgets.gpu_panel import HostPanel, short_gpu_name
+from console.ui.widgets.gpu_panel import HostPanel, panel_after, short_gpu_name
 from console.ui.widgets.keys_footer import KeysFooter
 
 # From this many hosts on the screen opens on the dense view (v switches).
 DENSE_FROM_HOSTS = 17
-
-
-def matches(host: Host, query: str) -> bool:
-    """``/`` filter: a case-insensitive substring of the host's name or of one of its tags."""
-    q = query.strip().lower()
-    return not q or q in host.name.lower() or any(q in t.lower() for t in host.tags)
 
 
 class ClusterScreen(Screen[None]):
@@ -245,12 +240,13 @@ class ClusterScreen(Screen[None]):
     # -- visibility ----------------------------------------------------------------------
 
     def _host_visible(self, host: Host) -> bool:
-        if not matches(host, self.query_text):
-            return False
-        if self.attention_only:
-            view = self.views.get(host.name)
-            return view is None or host_needs_attention(view, self.thresholds)
-        return True
+        return host_shown(
+            host,
+            self.views.get(host.name),
+            query=self.query_text,
+            attention_only=self.attention_only,
+            thresholds=self.thresholds,
+        )
 
     def _apply_visibility(self) -> None:
         for panel in self._panels.values():
@@ -268,14 +264,7 @@ class ClusterScreen(Screen[None]):
         line = self.query_one("#no-match", Static)
         empty = not self.visible_hosts()
         if empty:
-            query = self.query_text.strip()
-            if query and self.attention_only:
-                text = f"no host matches {query!r} and needs attention (a: every host)"
-            elif query:
-                text = f"no host matches {query!r} (Esc clears the filter)"
-            else:
-                text = "no host needs attention (a: every host)"
-            line.update(text)
+            line.update(no_match_text(self.query_text, self.attention_only))
         if line.display != empty:
             line.display = empty
 
@@ -372,26 +361,17 @@ class ClusterScreen(Screen[None]):
         self._show_legend()
 
     def _focus_first_panel(self) -> None:
-        if self.dense:
-            self.grid.focus()
-            return
-        shown = [p for p in self._panels.values() if p.display]
-        if shown:
-            shown[0].focus()
+        target = self.grid if self.dense else panel_after(self._panels.values(), None, 0)
+        if target is not None:
+            target.focus()
 
     def _move(self, step: int) -> None:
         if self.dense:
             self.grid.move_cursor(0, step)
-            return
-        shown = [p for p in self._panels.values() if p.display]
-        if not shown:
-            return
-        current = self.focused
-        index = shown.index(current) if isinstance(current, HostPanel) and current in shown else -1
-        target = shown[(index + step) % len(shown)] if index >= 0 else shown[0]
-        # Focus now, not later (Widget.focus defers): a held key's next press reads it.
-        self.set_focus(target, scroll_visible=False)
-        target.scroll_visible()
+        elif target := panel_after(self._panels.values(), self.focused, step):
+            # Focus now, not later (Widget.focus defers): a held key's next press reads it.
+            self.set_focus(target, scroll_visible=False)
+            target.scroll_visible()
 
     def action_next_panel(self) -> None:
         self._move(1)

@@ -7,7 +7,7 @@ cheap to lay out, and a new sample repaints only the panels of the hosts that ch
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from rich.text import Text
 from textual.content import Content
@@ -354,3 +354,14 @@ class HostPanel(Widget, can_focus=True):
             more = len(rows) - MAX_PROCESS_LINES
             lines.append(line_of(f"   +{more} more processes (Enter: host detail)", "dim"))
         return lines
+
+
+def panel_after(panels: Iterable[HostPanel], current: object, step: int) -> HostPanel | None:
+    """The shown panel ``step`` places after ``current`` (wrapping), the first shown one
+    when ``current`` is not a shown panel, None when no panel is shown."""
+    shown = [p for p in panels if p.display]
+    if not shown:
+        return None
+    if not isinstance(current, HostPanel) or current not in shown:
+        return shown[0]
+    return shown[(shown.index(current) + step) % len(shown)]
