@@ -24,8 +24,8 @@ step itself (to a string) so its cost is counted as it would be on a real termin
     python bench/cluster_ui.py [--hosts 8,32,64] [--duration 20] [--size 200x60] [--repeat 1]
 
 ``BENCH_PROFILE=FILE`` writes a cProfile of the console's event-loop thread from creating
-the app to the first frame to FILE (one N; the profiler slows the console, so that run's
-first-frame figures are not comparable).
+the app to the first frame to FILE, and of the steady window to FILE.steady (one N; the
+profiler slows the console, so that run's figures are not comparable).
 """
 
 from __future__ import annotations
@@ -226,9 +226,15 @@ async def run_worker(
         probe.apply_ms.clear()
         probe.paint_ms.clear()
         updates0, cpu0, host0 = probe.updates, cpu_s(), _tree_cpu_s(server_pids)
+        steady = cProfile.Profile() if profile_to else None
+        if steady is not None:
+            steady.enable()
         t0 = time.perf_counter()
         await asyncio.sleep(duration)
         elapsed = time.perf_counter() - t0
+        if steady is not None and profile_to:
+            steady.disable()
+            steady.dump_stats(profile_to + ".steady")
         result["cpu_percent"] = 100 * (cpu_s() - cpu0) / elapsed
         result["hosts_cpu_percent"] = 100 * (_tree_cpu_s(server_pids) - host0) / elapsed
         result["updates_per_s"] = (probe.updates - updates0) / elapsed
