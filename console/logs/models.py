@@ -198,8 +198,14 @@ class LineRuns(Sequence[LogLine]):
         starts = self.starts
         i = max(0, bisect_right(starts, start) - 1)
         while i < len(self.runs) and starts[i] < stop:
-            lines = self.runs[i].lines()
-            out.extend(lines[max(0, start - starts[i]) : stop - starts[i]])
+            # Only the lines asked for are built (the view takes a burst's newest few).
+            run = self.runs[i]
+            s = run.source
+            head = (s.job_id, s.host, s.rank, s.local_rank, s.stream)
+            tail = (run.received, s.role, s.task_index)
+            new = tuple.__new__
+            texts = run.texts()[max(0, start - starts[i]) : stop - starts[i]]
+            out.extend(new(LogLine, (*head, t, *tail)) for t in texts)
             i += 1
         return out
 

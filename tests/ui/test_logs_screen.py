@@ -139,3 +139,40 @@ async def test_ctrl_s_saves_what_is_shown(tmp_path: Path, monkeypatch: pytest.Mo
         await pilot.pause()
     saved = (tmp_path / "demo-1-logs.txt").read_text().splitlines()
     assert saved == screen.shown_text()
+
+
+async def test_a_firehose_reaches_the_view_in_ticks_with_nothing_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under a burst (TICK_BURST lines or more) the view takes new lines once per tick:
+    the newest ``follow_append`` of them after a gap row, in order; the store has all.
+    The tick is made long so that a loaded machine cannot reach it between two calls."""
+    from console.logs.buffer import Gap
+    from console.ui.screens import logs as logs_screen
+
+    monkeypatch.setattr(logs_screen, "VIEW_TICK_S", 2.0)
+    app = make_app()
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await open_logs(pilot)  # 81 lines: few, shown at once
+        assert len(screen.shown) == 81
+        for start in (100, 600, 1100):
+            screen.apply_batches([batch(start, 500)])  # 2000 lines each: held for the tick
+        assert len(screen.shown) == 81
+        assert screen.store.total_received == 81 + 6000
+        # Wait for the tick (a timer of the screen), not a fixed time.
+        while len(screen.shown) == 81:
+            await pilot.pause(0.05)
+        tail = screen.shown[-screen.follow_append :]
+        steps = [int(item.text.split()[1]) for item in tail if isinstance(item, LogLine)]
+        assert len(steps) == screen.follow_append
+        assert steps == sorted(steps) and steps[-1] == 1599
+        gap = screen.shown[-screen.follow_append - 1]
+        assert isinstance(gap, Gap) and gap.skipped == 6000 - screen.follow_append
+        # Paused while lines are held: they stay out of the view; f shows the store's tail.
+        screen.apply_batches([batch(1600, 500)])
+        await pilot.press("f")
+        assert not screen.following
+        assert screen.shown_text()[-1] == "node1 r3| step 1599 loss 0.0006 samples/s 128.0"
+        await pilot.press("f")
+        await pilot.pause()
+        assert screen.shown_text()[-1] == "node1 r3| step 2099 loss 0.0005 samples/s 128.0"

@@ -11,7 +11,9 @@ Parts: widgets ``steps_table``, ``logs_summary``, ``log_view``; screen ``choose_
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rich.text import Text
@@ -21,11 +23,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Header, Input
 
 from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
-from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key
+from console.logs.models import LineRun, LineRuns, LogBatch, LogLine, RankKey, rank_key
 from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
 from console.ui.inbox import Inbox
@@ -43,6 +46,12 @@ __all__ = ["ChooseRanks", "LogsScreen", "steps_reading"]
 # Batches (each one read, up to 256 KiB) waiting for the screen before the follower
 # waits: bounds the memory and the work of one turn of the loop under a firehose.
 INBOX_BATCHES = 8
+# Under a firehose (TICK_BURST lines or more waiting) new lines reach the view (and the
+# summary its count) at most every VIEW_TICK_S: every batch was a scroll and a repaint
+# of the whole view, most of what a frame cost, and keys waited behind them; nobody
+# reads 100k lines/s, 10 updates/s look live. Fewer lines show as they come.
+VIEW_TICK_S = 0.1
+TICK_BURST = 1000
 
 
 class LogBatchesArrived(Message):
@@ -117,6 +126,13 @@ class LogsScreen(Screen[None]):
         self._mode: str | None = None  # the app mode (screen stack) it was opened in
         self._left_mode = False
         self.shell_runner: ShellRunner = run_suspended  # the shell key's (tests see argv)
+        # Lines for the view not shown yet (the newest ``follow_append``; ``_skipped``
+        # before them became a gap row), and when the view last took some.
+        self._pending: deque[LineRun] = deque()
+        self._pending_lines = 0
+        self._skipped = 0
+        self._tick: Timer | None = None
+        self._last_tick = float("-inf")
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -190,10 +206,43 @@ class LogsScreen(Screen[None]):
             self.rebuild()
         else:
             chosen = None if self.ranks is None else set(self.ranks)
-            fresh = LineRuns(r for r in lines.runs if chosen is None or r.source.key in chosen)
-            skipped = max(0, len(fresh) - self.follow_append)
-            self._append(fresh[skipped:], skipped)
+            self._hold(r for r in lines.runs if chosen is None or r.source.key in chosen)
+        self._schedule_tick()
+
+    def _hold(self, runs: Iterable[LineRun]) -> None:
+        """Keep runs for the next tick: only the newest ``follow_append`` lines (and the
+        run that reaches past them) are kept; the others are counted for the gap row."""
+        pending = self._pending
+        for run in runs:
+            pending.append(run)
+            self._pending_lines += run.nlines
+            while self._pending_lines - pending[0].nlines >= self.follow_append:
+                self._skipped += pending[0].nlines
+                self._pending_lines -= pending.popleft().nlines
+
+    def _schedule_tick(self) -> None:
+        if self._tick is not None:
+            return
+        wait = VIEW_TICK_S - (time.monotonic() - self._last_tick)
+        if wait <= 0 or self._pending_lines + self._skipped < TICK_BURST:
+            self._view_tick()
+        else:
+            self._tick = self.set_timer(wait, self._view_tick)
+
+    def _view_tick(self) -> None:
+        """Show what was held since the last tick, and the summary."""
+        self._tick = None
+        self._last_tick = time.monotonic()
+        if self._pending and self.following:
+            fresh = LineRuns(self._pending)
+            extra = max(0, len(fresh) - self.follow_append)
+            self._append(fresh[extra:], self._skipped + extra)
+        self._drop_pending()
         self._summary()
+
+    def _drop_pending(self) -> None:
+        self._pending.clear()
+        self._pending_lines = self._skipped = 0
 
     # -- view ----------------------------------------------------------------------------
 
@@ -234,6 +283,9 @@ class LogsScreen(Screen[None]):
         those are taken from the store and only the rows on screen are rendered."""
         items: list[LogLine | Shown | Gap]
         focus: int | None = None
+        # Everything held for the view is in the store: the next batch shows at once.
+        self._drop_pending()
+        self._last_tick = float("-inf")
         if self.filter_mode and self.search is not None:
             limit = self.view_lines
             found = self.store.filtered(self.search, self.context_lines, self.ranks, limit)
@@ -265,7 +317,12 @@ class LogsScreen(Screen[None]):
         view.scroll_to(y=max(0, view.row_of(index) - 3), animate=False, immediate=True)
 
     def shown_text(self) -> list[str]:
-        """What the view shows as plain lines, as ``distconsole logs`` prints them."""
+        """What the view shows as plain lines, as ``distconsole logs`` prints them (lines
+        held for the next tick included)."""
+        if self._pending:
+            if self._tick is not None:
+                self._tick.stop()
+            self._view_tick()
         return plain_lines(self.shown)
 
     # -- panels --------------------------------------------------------------------------
