@@ -1,145 +1,58 @@
 """Bounded in-memory buffers per rank, with search, filter-with-context and first error.
 
 Memory stays bounded: the last ``max_lines_per_rank`` lines of every rank (everything
-else stays on the hosts' disks). A rank's buffer is a deque of *chunks*, one per run of
-lines that arrived together, each holding the run's text joined by ``"\\n"`` and one
-shared source: about one byte per character plus one per line, instead of a tuple,
-a string and an int per line. Lines are numbered on arrival (a chunk holds a range of
-numbers) so that "all ranks interleaved" is a merge of the per-rank chunk deques by
-that number; :class:`LogLine` objects are built only for the lines that are asked for
-(the view's tail, a window around a position, filter results).
-
-A log written slowly (or followed closely) arrives a line or two per run, and a chunk
-object per run cost ~250 bytes a line. So a small run is appended to its rank's last
-chunk while that chunk is small (``MERGE_CHARS``); the chunk keeps a flat table of its
-*segments* (first line, first character, arrival number, receive time: 32 bytes each),
-and reading turns it back into one plain chunk per segment, so numbering, the
-interleaving of ranks and every line's receive time are exactly as without merging.
+else stays on the hosts' disks). A rank's buffer is a deque of chunks
+(``logs/chunks.py``: one per run of lines that arrived together, small runs merged).
+Lines are numbered on arrival (a chunk holds a range of numbers) so that "all ranks
+interleaved" is a merge of the per-rank chunk deques by that number; :class:`LogLine`
+objects are built only for the lines that are asked for (the view's tail, a window
+around a position, filter results). Readers that want the newest part (``tail``,
+``filtered`` with a limit) walk the chunks newest-first and stop when they have it.
 """
 
 from __future__ import annotations
 
 import heapq
 import re
-from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
 from console.jobs.failure_lines import ERROR_HINTS, ERROR_PATTERN
-from console.logs.models import LineRun, LineSource, LogLine, RankKey, as_runs
+from console.logs.chunks import (
+    MERGE_CHARS,
+    Chunk,
+    between,
+    plain_chunks,
+    plain_chunks_newest,
+    starts_of,
+)
+from console.logs.filtering import (
+    Gap,
+    Shown,
+    compile_search,
+    filter_with_context,
+    line_prefilter,
+    with_context,
+)
+from console.logs.models import LineRun, LogLine, RankKey, as_runs
+
+__all__ = [
+    "DEFAULT_MAX_LINES_PER_RANK",
+    "MERGE_CHARS",
+    "Entry",
+    "Gap",
+    "LogStore",
+    "Shown",
+    "compile_search",
+    "filter_with_context",
+    "line_prefilter",
+]
 
 DEFAULT_MAX_LINES_PER_RANK = 100_000
-# A run is appended to its rank's last chunk while that chunk's text is shorter than this
-# (and the run too): bounds the copy an append makes and the work of splitting on reads.
-MERGE_CHARS = 4096
-
 
 Entry = tuple[int, LogLine]  # (arrival number, line)
-
-
-@dataclass(frozen=True, slots=True)
-class Gap:
-    """Lines left out between two shown parts of a filtered view."""
-
-    skipped: int
-
-
-@dataclass(frozen=True, slots=True)
-class Shown:
-    line: LogLine
-    match: bool  # True: it matched; False: shown as context
-
-
-def compile_search(pattern: str) -> re.Pattern[str]:
-    """A case-insensitive regex; raises ValueError naming what is wrong with it."""
-    try:
-        return re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
-
-
-class _Chunk:
-    """Lines ``seq + skip .. seq + count - 1`` of one run (the first ``skip`` were
-    evicted; the text keeps them until the whole chunk goes: at most one partly evicted
-    chunk per rank). A merged chunk (``segs`` not None) holds several runs; only
-    :meth:`pieces` knows it: every reader gets plain chunks."""
-
-    __slots__ = ("count", "parts", "received", "segs", "seq", "skip", "source", "text")
-
-    def __init__(self, seq: int, run: LineRun) -> None:
-        self.seq = seq
-        self.source: LineSource = run.source
-        self.received = run.received
-        self.text = run.text
-        self.count = run.nlines
-        self.parts = run.parts
-        self.skip = 0
-        # Per merged segment: first line, first character, arrival number, receive time.
-        self.segs: array[float] | None = None
-
-    def can_take(self, run: LineRun) -> bool:
-        return (
-            len(self.text) < MERGE_CHARS
-            and len(run.text) < MERGE_CHARS
-            and self.parts is None
-            and run.parts is None
-            and (run.source is self.source or run.source == self.source)
-        )
-
-    def take(self, seq: int, run: LineRun) -> None:
-        """Append ``run`` (numbered from ``seq``) as a new segment."""
-        if self.segs is None:
-            self.segs = array("d", (0, 0, self.seq, self.received))
-        self.segs.extend((self.count, len(self.text) + 1, seq, run.received))
-        self.text = f"{self.text}\n{run.text}"
-        self.count += run.nlines
-
-    def pieces(self) -> list[_Chunk]:
-        """This chunk as plain chunks, one per segment still holding kept lines."""
-        segs = self.segs
-        if segs is None:
-            return [self]
-        out: list[_Chunk] = []
-        n = len(segs) // 4
-        for j in range(n):
-            line, char, seq, received = segs[4 * j : 4 * j + 4]
-            end_line = segs[4 * j + 4] if j + 1 < n else self.count
-            if end_line <= self.skip:
-                continue
-            end_char = int(segs[4 * j + 5]) - 1 if j + 1 < n else len(self.text)
-            piece = _Chunk.__new__(_Chunk)
-            piece.seq, piece.source, piece.received = int(seq), self.source, received
-            piece.text, piece.parts = self.text[int(char) : end_char], None
-            piece.count = int(end_line - line)
-            piece.skip = max(0, self.skip - int(line))
-            piece.segs = None
-            out.append(piece)
-        return out
-
-    @property
-    def first(self) -> int:
-        return self.seq + self.skip
-
-    @property
-    def kept(self) -> int:
-        return self.count - self.skip
-
-    def __lt__(self, other: _Chunk) -> bool:
-        return self.seq < other.seq
-
-    def texts(self) -> list[str]:
-        texts = list(self.parts) if self.parts is not None else self.text.split("\n")
-        return texts[self.skip :] if self.skip else texts
-
-    def lines(self) -> list[LogLine]:
-        s = self.source
-        head = (s.job_id, s.host, s.rank, s.local_rank, s.stream)
-        tail = (self.received, s.role, s.task_index)
-        new = tuple.__new__
-        return [new(LogLine, (*head, t, *tail)) for t in self.texts()]
 
 
 class LogStore:
@@ -154,7 +67,7 @@ class LogStore:
             raise ValueError(f"max_lines_per_rank must be >= 1, got {max_lines_per_rank}")
         self.max_lines_per_rank = max_lines_per_rank
         self.error_pattern = error_pattern
-        self._ranks: dict[RankKey, deque[_Chunk]] = {}
+        self._ranks: dict[RankKey, deque[Chunk]] = {}
         self._kept: dict[RankKey, int] = {}
         self._dropped: dict[RankKey, int] = {}
         self._seq = 0
@@ -195,7 +108,7 @@ class LogStore:
             if buf and buf[-1].can_take(run):
                 buf[-1].take(seq, run)
             else:
-                buf.append(_Chunk(seq, run))
+                buf.append(Chunk(seq, run))
             seq += run.nlines
             total = kept[key] + run.nlines
             if total > limit:
@@ -204,7 +117,7 @@ class LogStore:
             kept[key] = total
         self._seq = seq
 
-    def _evict(self, key: RankKey, buf: deque[_Chunk], over: int) -> None:
+    def _evict(self, key: RankKey, buf: deque[Chunk], over: int) -> None:
         self._dropped[key] += over
         while over:
             first = buf[0]
@@ -246,12 +159,12 @@ class LogStore:
     def _keys(self, ranks: Iterable[RankKey] | None) -> list[RankKey]:
         return list(self._ranks) if ranks is None else [k for k in ranks if k in self._ranks]
 
-    def chunks(self, ranks: Iterable[RankKey] | None = None) -> list[_Chunk]:
+    def chunks(self, ranks: Iterable[RankKey] | None = None) -> list[Chunk]:
         """The chosen ranks' chunks in arrival order (one entry per run, not per line)."""
         keys = self._keys(ranks)
         if len(keys) == 1:
-            return list(_pieces(self._ranks[keys[0]]))
-        return list(heapq.merge(*(_pieces(self._ranks[k]) for k in keys)))
+            return list(plain_chunks(self._ranks[keys[0]]))
+        return list(heapq.merge(*(plain_chunks(self._ranks[k]) for k in keys)))
 
     def count(self, ranks: Iterable[RankKey] | None = None) -> int:
         return sum(self._kept[k] for k in self._keys(ranks))
@@ -270,8 +183,8 @@ class LogStore:
     def tail(self, n: int, ranks: Iterable[RankKey] | None = None) -> list[LogLine]:
         """The last ``n`` lines of the chosen ranks, building only those."""
         keys = self._keys(ranks)
-        newest = heapq.merge(*(_pieces_newest(self._ranks[k]) for k in keys), reverse=True)
-        picked: list[_Chunk] = []
+        newest = heapq.merge(*(plain_chunks_newest(self._ranks[k]) for k in keys), reverse=True)
+        picked: list[Chunk] = []
         have = 0
         for chunk in newest:
             if have >= n:
@@ -290,7 +203,7 @@ class LogStore:
         ``after`` lines from it; the index of ``seq`` in them (None when it is not kept
         or not of these ranks); and how many of their lines come before the window."""
         chunks = self.chunks(ranks)
-        starts = _starts(chunks)
+        starts = starts_of(chunks)
         i = bisect_right([c.first for c in chunks], seq) - 1
         if i >= 0 and seq < chunks[i].seq + chunks[i].count:
             position: int | None = starts[i] + seq - chunks[i].first
@@ -300,7 +213,7 @@ class LogStore:
             at = starts[i + 1]
         lo = max(0, (at or 0) - before)
         hi = min(starts[-1], (at or 0) + after)
-        lines = _between(chunks, starts, lo, hi)
+        lines = between(chunks, starts, lo, hi)
         return lines, (None if position is None else position - lo), lo
 
     def search(
@@ -325,98 +238,45 @@ class LogStore:
         limit: int | None = None,
     ) -> list[Shown | Gap]:
         """Matching lines with context and gaps; with ``limit``, only the newest part of
-        about ``limit`` items, found by scanning chunks from the newest back (a chunk
-        with no match costs one regex scan of its text)."""
+        about ``limit`` items. Chunks are walked from the newest back and only until
+        enough matches (and the context before the oldest) are found: a chunk with no
+        match costs one regex scan of its text, lines are built only for what is shown."""
         if context < 0:
             raise ValueError(f"context must be >= 0, got {context}")
         regex = compile_search(pattern) if isinstance(pattern, str) else pattern
-        chunks = self.chunks(ranks)
-        starts = _starts(chunks)
-        total = starts[-1]
+        keys = self._keys(ranks)
+        total = self.count(keys)
+        newest = heapq.merge(*(plain_chunks_newest(self._ranks[k]) for k in keys), reverse=True)
         prefilter = line_prefilter(regex)
-        hits: list[int] = []
-        for i in range(len(chunks) - 1, -1, -1):
-            if limit is not None and len(hits) * (1 + 2 * context) >= limit:
+        picked: list[Chunk] = []  # newest first
+        found: list[list[int]] = []  # hit positions per chunk with hits, newest first
+        nhits = 0
+        end = total  # position just after the current chunk's last line
+        for chunk in newest:
+            start = end - chunk.kept
+            # Enough matches: stop at the first older chunk outside the oldest one's context
+            # (a chunk inside it is scanned too: a match there shows as one, with context).
+            if (
+                limit is not None
+                and nhits * (1 + 2 * context) >= limit
+                and (not found or end <= found[-1][0] - context)
+            ):
                 break
-            chunk = chunks[i]
             if prefilter is None or prefilter.search(chunk.text):
-                found = [starts[i] + j for j, t in enumerate(chunk.texts()) if regex.search(t)]
-                hits[:0] = found
+                hits = [start + j for j, t in enumerate(chunk.texts()) if regex.search(t)]
+                if hits:
+                    found.append(hits)
+                    nhits += len(hits)
+            picked.append(chunk)
+            end = start
+        picked.reverse()
+        starts = list(accumulate((c.kept for c in picked), initial=end))
         cache: dict[int, list[LogLine]] = {}
 
         def line_at(pos: int) -> LogLine:
             i = bisect_right(starts, pos) - 1
             if i not in cache:
-                cache[i] = chunks[i].lines()
+                cache[i] = picked[i].lines()
             return cache[i][pos - starts[i]]
 
-        return _with_context(hits, total, context, line_at)
-
-
-def _pieces(buf: Iterable[_Chunk]) -> Iterator[_Chunk]:
-    """A rank's chunks, merged ones split back into their runs, oldest first."""
-    for chunk in buf:
-        if chunk.segs is None:
-            yield chunk
-        else:
-            yield from chunk.pieces()
-
-
-def _pieces_newest(buf: deque[_Chunk]) -> Iterator[_Chunk]:
-    for chunk in reversed(buf):
-        if chunk.segs is None:
-            yield chunk
-        else:
-            yield from reversed(chunk.pieces())
-
-
-def _starts(chunks: Sequence[_Chunk]) -> list[int]:
-    """Position of each chunk's first kept line among the chunks' lines, and the total."""
-    return [0, *accumulate(c.kept for c in chunks)]
-
-
-def _between(chunks: Sequence[_Chunk], starts: list[int], lo: int, hi: int) -> list[LogLine]:
-    out: list[LogLine] = []
-    i = max(0, bisect_right(starts, lo) - 1)
-    while i < len(chunks) and starts[i] < hi:
-        out.extend(chunks[i].lines()[max(0, lo - starts[i]) : hi - starts[i]])
-        i += 1
-    return out
-
-
-def line_prefilter(regex: re.Pattern[str]) -> re.Pattern[str] | None:
-    """A regex that finds, in lines joined by "\\n", every place where ``regex`` matches
-    one line (it may find more): ``^``/``$`` made per line. None when no such
-    variant is safe (string anchors, dot-all): then every line is tried."""
-    if regex.flags & re.DOTALL or any(a in regex.pattern for a in ("\\A", "\\Z", "(?s")):
-        return None
-    return re.compile(regex.pattern, regex.flags | re.MULTILINE)
-
-
-def _with_context(
-    hits: Sequence[int], total: int, context: int, line_at: Callable[[int], LogLine]
-) -> list[Shown | Gap]:
-    out: list[Shown | Gap] = []
-    shown_until = -1  # last index already shown
-    hit_set = set(hits)
-    for i in hits:
-        first = max(i - context, shown_until + 1)
-        if first > shown_until + 1:
-            out.append(Gap(first - shown_until - 1))
-        for j in range(first, min(i + context, total - 1) + 1):
-            out.append(Shown(line_at(j), j in hit_set))
-        shown_until = max(shown_until, min(i + context, total - 1))
-    if out and shown_until < total - 1:
-        out.append(Gap(total - 1 - shown_until))
-    return out
-
-
-def filter_with_context(
-    lines: Sequence[LogLine], pattern: str | re.Pattern[str], context: int = 0
-) -> list[Shown | Gap]:
-    """Matching lines with ``context`` lines either side, a :class:`Gap` between parts."""
-    if context < 0:
-        raise ValueError(f"context must be >= 0, got {context}")
-    regex = compile_search(pattern) if isinstance(pattern, str) else pattern
-    hits = [i for i, line in enumerate(lines) if regex.search(line.text)]
-    return _with_context(hits, len(lines), context, lines.__getitem__)
+        return with_context([h for hits in reversed(found) for h in hits], total, context, line_at)

@@ -148,9 +148,9 @@ async def test_a_firehose_reaches_the_view_in_ticks_with_nothing_lost(
     the newest ``follow_append`` of them after a gap row, in order; the store has all.
     The tick is made long so that a loaded machine cannot reach it between two calls."""
     from console.logs.buffer import Gap
-    from console.ui.screens import logs as logs_screen
+    from console.ui.screens import logs_ticks
 
-    monkeypatch.setattr(logs_screen, "VIEW_TICK_S", 2.0)
+    monkeypatch.setattr(logs_ticks, "VIEW_TICK_S", 2.0)
     app = make_app()
     async with app.run_test(size=(180, 50)) as pilot:
         screen = await open_logs(pilot)  # 81 lines: few, shown at once
@@ -176,3 +176,43 @@ async def test_a_firehose_reaches_the_view_in_ticks_with_nothing_lost(
         await pilot.press("f")
         await pilot.pause()
         assert screen.shown_text()[-1] == "node1 r3| step 2099 loss 0.0005 samples/s 128.0"
+
+
+async def test_filter_mode_under_a_firehose_is_rebuilt_per_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In filter mode (m) a burst no longer filters the whole store again per batch (keys
+    waited behind it): the view is rebuilt once, at the tick, with the newest matches."""
+    from console.ui.screens import logs_ticks
+
+    monkeypatch.setattr(logs_ticks, "VIEW_TICK_S", 2.0)
+    app = make_app()
+    async with app.run_test(size=(180, 50)) as pilot:
+        screen = await open_logs(pilot)
+        screen.set_search(r"step \d*7 ")
+        screen.following = True  # set_search went to the first match
+        await pilot.press("m")
+        assert screen.filter_mode
+        rebuilds = 0
+        real_rebuild = screen.rebuild
+
+        def counting_rebuild(focus_seq: int | None = None) -> None:
+            nonlocal rebuilds
+            rebuilds += 1
+            real_rebuild(focus_seq)
+
+        monkeypatch.setattr(screen.held, "_rebuild", counting_rebuild)
+        monkeypatch.setattr(screen, "rebuild", counting_rebuild)
+        screen.apply_batches([batch(100, 300)])  # 1200 lines, right after m: shown at once
+        assert rebuilds == 1
+        before = list(screen.shown)
+        screen.apply_batches([batch(400, 300)])  # then held until the tick
+        screen.apply_batches([batch(700, 300)])
+        assert screen.shown == before and rebuilds == 1
+        while screen.shown == before:  # the tick (a timer of the screen), not a fixed time
+            await pilot.pause(0.05)
+        assert rebuilds == 2
+        from console.logs.buffer import Shown
+
+        matched = [x.line.text for x in screen.shown if isinstance(x, Shown) and x.match]
+        assert matched[-1] == "step 997 loss 0.0010 samples/s 128.0"

@@ -103,7 +103,17 @@ def test_merged_store_reads_like_plain_lines(seed: int) -> None:
         ]
         want = filter_with_context(lines, pattern, 1)
         assert store.filtered(pattern, 1, ranks) == want
-        assert all(isinstance(item, Shown | Gap) for item in want)
+        # With a limit: the newest matches (at least limit / (1 + 2 * context) of them,
+        # or all) with their context, as in the whole result; a gap counts what is before.
+        limit = rng.randint(0, 12)
+        got = store.filtered(pattern, 1, ranks, limit)
+        body = got[1:] if got and isinstance(got[0], Gap) else got
+        assert want[len(want) - len(body) :] == body
+        hits = [i for i, line in enumerate(lines) if pattern.search(line.text)]
+        assert sum(isinstance(x, Shown) and x.match for x in got) >= min(len(hits), -(-limit // 3))
+        if got:
+            covered = sum(x.skipped if isinstance(x, Gap) else 1 for x in got)
+            assert covered == len(lines)
     assert len(store) == sum(len(v) for v in ref.ranks.values())
     assert store.total_received == ref.seq
     assert store.ranks() == sorted(ref.ranks)
@@ -144,3 +154,29 @@ def test_eviction_inside_a_merged_chunk() -> None:
     assert [line.text for line in store.lines()] == ["b3", "a4", "b4"]
     assert store.dropped(0) == 7
     assert [n for n, _ in store.entries()] == [7, 8, 9]
+
+
+def test_filtered_with_limit_reads_only_the_newest_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filter view (``m``) asks for the newest ``limit`` items: older chunks are
+    neither split back into their runs nor scanned (it listed every chunk of the store)."""
+    store = LogStore(100_000)
+    source = _source(0)
+    for i in range(20_000):
+        text = f"line {i}" + (" error" if i % 10 == 5 else "")
+        store.add(LineRuns([LineRun(source, float(i), text, 1)]))
+    assert store.chunk_count() > 50  # merged chunks, each split by pieces() on reading
+    split: list[int] = []
+    real_pieces = buffer.Chunk.pieces
+
+    def pieces(chunk: buffer.Chunk) -> list[buffer.Chunk]:
+        split.append(chunk.seq)
+        return real_pieces(chunk)
+
+    monkeypatch.setattr(buffer.Chunk, "pieces", pieces)
+    got = store.filtered("error", 2, None, 50)
+    monkeypatch.undo()
+    assert len(split) <= 3  # listing every chunk split all of them
+    want = filter_with_context(store.lines(), "error", 2)
+    assert isinstance(got[0], Gap)
+    assert got[1:] == want[len(want) - len(got) + 1 :]
+    assert got[-4] == Shown(LogLine("job", "h0", 0, 0, "stdout", "line 19995 error", 19995.0), True)

@@ -5,15 +5,14 @@ context, follow/pause, first error, wrap, save; a steps table per rank (hidden w
 A worker follows the job's files on its hosts and puts batches in an inbox; the screen
 takes everything waiting at once. The store keeps the last N lines per rank; the view
 renders at most ``settings.log_view_lines`` of them (everything stays on the hosts').
-Parts: widgets ``steps_table``, ``logs_summary``, ``log_view``; screen ``choose_ranks``.
+Parts: widgets ``steps_table``, ``logs_summary``, ``log_view``; screen ``choose_ranks``;
+``logs_ticks`` (lines held for the view under a firehose), ``logs_panels`` (steps, summary).
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.text import Text
@@ -23,22 +22,22 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
-from textual.widgets import Footer, Header, Input
+from textual.widgets import Header, Input
 
 from console.jobs.models import JobPlan
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
-from console.logs.models import LineRun, LineRuns, LogBatch, LogLine, RankKey, rank_key
-from console.logs.stalls import Stall, find_stalls
-from console.logs.steps import JobProgress, StepTracker
+from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key
 from console.ui.inbox import Inbox
 from console.ui.log_render import plain_lines, prefix_width, render_lines
 from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.screens.choose_ranks import ChooseRanks
+from console.ui.screens.logs_panels import LogsPanels
+from console.ui.screens.logs_ticks import HeldLines
 from console.ui.services import Services
+from console.ui.widgets.keys_footer import KeysFooter
 from console.ui.widgets.log_view import LazyLogView
-from console.ui.widgets.logs_summary import LogsSummary, summary_parts
-from console.ui.widgets.steps_table import StepsTable, job_gpu_util, steps_reading
+from console.ui.widgets.logs_summary import LogsSummary
+from console.ui.widgets.steps_table import StepsTable, steps_reading
 
 __all__ = ["ChooseRanks", "LogsScreen", "steps_reading"]
 
@@ -46,12 +45,6 @@ __all__ = ["ChooseRanks", "LogsScreen", "steps_reading"]
 # Batches (each one read, up to 256 KiB) waiting for the screen before the follower
 # waits: bounds the memory and the work of one turn of the loop under a firehose.
 INBOX_BATCHES = 8
-# Under a firehose (TICK_BURST lines or more waiting) new lines reach the view (and the
-# summary its count) at most every VIEW_TICK_S: every batch was a scroll and a repaint
-# of the whole view, most of what a frame cost, and keys waited behind them; nobody
-# reads 100k lines/s, 10 updates/s look live. Fewer lines show as they come.
-VIEW_TICK_S = 0.1
-TICK_BURST = 1000
 
 
 class LogBatchesArrived(Message):
@@ -106,7 +99,8 @@ class LogsScreen(Screen[None]):
         # the view would cost more than ingesting it); the rest is a gap row, in the store.
         self.follow_append = settings.log_follow_append
         self.context_lines = settings.log_context_lines
-        self.steps = StepTracker()
+        self.panels = LogsPanels(self)
+        self.steps = self.panels.steps
         self.inbox: Inbox[LogBatch] = Inbox(self, LogBatchesArrived)
         self.ranks: list[RankKey] | None = None  # None: every rank
         self.search: re.Pattern[str] | None = None
@@ -118,21 +112,21 @@ class LogsScreen(Screen[None]):
         self.notes: list[str] = []
         self._follow_hosts = follow_hosts
         self._width = 8
-        self._progress: JobProgress | None = None
-        self._stalled: dict[RankKey, Stall] = {}
         self.focus_index: int | None = None
         self.error_index: int | None = None
         self.saved_to: Path | None = None
         self._mode: str | None = None  # the app mode (screen stack) it was opened in
         self._left_mode = False
         self.shell_runner: ShellRunner = run_suspended  # the shell key's (tests see argv)
-        # Lines for the view not shown yet (the newest ``follow_append``; ``_skipped``
-        # before them became a gap row), and when the view last took some.
-        self._pending: deque[LineRun] = deque()
-        self._pending_lines = 0
-        self._skipped = 0
-        self._tick: Timer | None = None
-        self._last_tick = float("-inf")
+        # Lines on their way to the view under a firehose (``logs_ticks.py``).
+        self.held = HeldLines(
+            self.follow_append,
+            self.set_timer,
+            lambda: self.following,
+            self._append,
+            self.rebuild,
+            self._summary,
+        )
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -142,7 +136,7 @@ class LogsScreen(Screen[None]):
         with Horizontal(id="logs-body"):
             yield LazyLogView(id="log-view", max_lines=self.view_lines)
             yield StepsTable(id="steps-table")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.view.focus()
@@ -201,48 +195,16 @@ class LogsScreen(Screen[None]):
         new_width = max(self._width, prefix_width(run.source.line("", 0) for run in sources))
         if not self.following:
             pass  # the view stays still; "f" brings it up to date
-        elif self.filter_mode or new_width != self._width:
+        elif new_width != self._width:
             self._width = new_width
             self.rebuild()
+        elif self.filter_mode:
+            # Filtering the store on every batch of a firehose kept keys waiting.
+            self.held.rebuild_at_tick(len(lines))
         else:
             chosen = None if self.ranks is None else set(self.ranks)
-            self._hold(r for r in lines.runs if chosen is None or r.source.key in chosen)
-        self._schedule_tick()
-
-    def _hold(self, runs: Iterable[LineRun]) -> None:
-        """Keep runs for the next tick: only the newest ``follow_append`` lines (and the
-        run that reaches past them) are kept; the others are counted for the gap row."""
-        pending = self._pending
-        for run in runs:
-            pending.append(run)
-            self._pending_lines += run.nlines
-            while self._pending_lines - pending[0].nlines >= self.follow_append:
-                self._skipped += pending[0].nlines
-                self._pending_lines -= pending.popleft().nlines
-
-    def _schedule_tick(self) -> None:
-        if self._tick is not None:
-            return
-        wait = VIEW_TICK_S - (time.monotonic() - self._last_tick)
-        if wait <= 0 or self._pending_lines + self._skipped < TICK_BURST:
-            self._view_tick()
-        else:
-            self._tick = self.set_timer(wait, self._view_tick)
-
-    def _view_tick(self) -> None:
-        """Show what was held since the last tick, and the summary."""
-        self._tick = None
-        self._last_tick = time.monotonic()
-        if self._pending and self.following:
-            fresh = LineRuns(self._pending)
-            extra = max(0, len(fresh) - self.follow_append)
-            self._append(fresh[extra:], self._skipped + extra)
-        self._drop_pending()
-        self._summary()
-
-    def _drop_pending(self) -> None:
-        self._pending.clear()
-        self._pending_lines = self._skipped = 0
+            self.held.hold(r for r in lines.runs if chosen is None or r.source.key in chosen)
+        self.held.schedule()
 
     # -- view ----------------------------------------------------------------------------
 
@@ -283,9 +245,7 @@ class LogsScreen(Screen[None]):
         those are taken from the store and only the rows on screen are rendered."""
         items: list[LogLine | Shown | Gap]
         focus: int | None = None
-        # Everything held for the view is in the store: the next batch shows at once.
-        self._drop_pending()
-        self._last_tick = float("-inf")
+        self.held.restart()
         if self.filter_mode and self.search is not None:
             limit = self.view_lines
             found = self.store.filtered(self.search, self.context_lines, self.ranks, limit)
@@ -319,52 +279,16 @@ class LogsScreen(Screen[None]):
     def shown_text(self) -> list[str]:
         """What the view shows as plain lines, as ``distconsole logs`` prints them (lines
         held for the next tick included)."""
-        if self._pending:
-            if self._tick is not None:
-                self._tick.stop()
-            self._view_tick()
+        self.held.flush()
         return plain_lines(self.shown)
 
-    # -- panels --------------------------------------------------------------------------
+    # -- panels (``logs_panels.py``) -------------------------------------------------------
 
     def _refresh_steps(self) -> None:
-        ranks = self.steps.ranks()
-        now = self.services.clock()
-        self._stalled = {
-            s.key: s
-            for s in find_stalls(
-                ranks, now, job_gpu_util(self.services.store.views.values(), self.plan.job_id)
-            )
-        }
-        self._progress = self.steps.job(self.plan.total_steps)
-        table = self.query_one("#steps-table", StepsTable)
-        if table.display:  # hidden (s): nothing to render; shown again, it is refreshed
-            table.show(ranks, self._stalled)
-        self._summary()
-
-    def _ended(self) -> str | None:
-        """The job's final state once it has ended (the jobs store's row), else None."""
-        row = self.services.store.jobs.get(self.plan.job_id)
-        return row.state.value if row is not None and row.state.finished else None
+        self.panels.refresh_steps()
 
     def _summary(self) -> None:
-        if not self.query("#logs-summary"):
-            return
-        parts = summary_parts(
-            job_id=self.plan.job_id,
-            received=self.store.total_received,
-            following=self.following,
-            progress=self._progress,
-            split_total=self.plan.total_steps is not None,
-            stalled=self._stalled,
-            ranks=self.ranks,
-            search=self.search,
-            matches=len(self.matches),
-            filter_context=self.context_lines if self.filter_mode else None,
-            note=self.notes[-1] if self.notes else None,
-            ended=self._ended(),
-        )
-        self.query_one("#logs-summary", LogsSummary).say(parts)
+        self.panels.summary()
 
     # -- actions -------------------------------------------------------------------------
 

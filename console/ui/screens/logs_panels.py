@@ -1,0 +1,61 @@
+"""The logs screen's panels: the steps table (steps, stalls, the job's progress, read
+from the lines by a :class:`StepTracker`) and the summary line above the log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from console.logs.models import RankKey
+from console.logs.stalls import Stall, find_stalls
+from console.logs.steps import JobProgress, StepTracker
+from console.ui.widgets.logs_summary import LogsSummary, summary_parts
+from console.ui.widgets.steps_table import StepsTable, job_gpu_util
+
+if TYPE_CHECKING:
+    from console.ui.screens.logs import LogsScreen
+
+
+class LogsPanels:
+    def __init__(self, screen: LogsScreen) -> None:
+        self.screen = screen
+        self.steps = StepTracker()
+        self.progress: JobProgress | None = None
+        self.stalled: dict[RankKey, Stall] = {}
+
+    def refresh_steps(self) -> None:
+        screen = self.screen
+        services, plan = screen.services, screen.plan
+        ranks = self.steps.ranks()
+        gpu_util = job_gpu_util(services.store.views.values(), plan.job_id)
+        self.stalled = {s.key: s for s in find_stalls(ranks, services.clock(), gpu_util)}
+        self.progress = self.steps.job(plan.total_steps)
+        table = screen.query_one("#steps-table", StepsTable)
+        if table.display:  # hidden (s): nothing to render; shown again, it is refreshed
+            table.show(ranks, self.stalled)
+        self.summary()
+
+    def ended(self) -> str | None:
+        """The job's final state once it has ended (the jobs store's row), else None."""
+        screen = self.screen
+        row = screen.services.store.jobs.get(screen.plan.job_id)
+        return row.state.value if row is not None and row.state.finished else None
+
+    def summary(self) -> None:
+        screen = self.screen
+        if not screen.query("#logs-summary"):
+            return
+        parts = summary_parts(
+            job_id=screen.plan.job_id,
+            received=screen.store.total_received,
+            following=screen.following,
+            progress=self.progress,
+            split_total=screen.plan.total_steps is not None,
+            stalled=self.stalled,
+            ranks=screen.ranks,
+            search=screen.search,
+            matches=len(screen.matches),
+            filter_context=screen.context_lines if screen.filter_mode else None,
+            note=screen.notes[-1] if screen.notes else None,
+            ended=self.ended(),
+        )
+        screen.query_one("#logs-summary", LogsSummary).say(parts)
