@@ -1,4 +1,5 @@
-"""`distconsole gpus HOSTS`: every GPU of every host, from the streaming samplers.
+"""`distconsole gpus HOSTS`: every GPU of every host, from one sample of each host's
+sampler (``--watch``: from streaming samplers).
 
 One-shot table (default), ``--json`` snapshot, or ``--watch`` (a refreshing text view;
 with ``--json`` one JSON list per line). Exit status as ``distconsole check``: 0 when
@@ -29,9 +30,10 @@ def register(sub: Any) -> None:
     parser = sub.add_parser(
         "gpus",
         help="show every GPU of every host (utilization, memory, power, processes, job/rank)",
-        description="Start one streaming sampler per host and show every GPU: utilization, "
-        "memory, temperature, power and its processes (with the distconsole job and rank "
-        "they belong to). Exit status 0: all hosts up and sampled; 1: any not; 2: bad input.",
+        description="Take one sample on every host (--watch: keep one streaming sampler per "
+        "host) and show every GPU: utilization, memory, temperature, power and its processes "
+        "(with the distconsole job and rank they belong to). Exit status 0: all hosts up and "
+        "sampled; 1: any not; 2: bad input.",
     )
     options.add_inventory(parser)
     options.add_json(parser, "print a JSON list, one per host")
