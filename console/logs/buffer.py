@@ -271,12 +271,13 @@ class LogStore:
             end = start
         picked.reverse()
         starts = list(accumulate((c.kept for c in picked), initial=end))
-        cache: dict[int, list[LogLine]] = {}
+        texts: dict[int, list[str]] = {}
 
         def line_at(pos: int) -> LogLine:
+            # A firehose's chunk holds thousands of lines: build only the ones shown.
             i = bisect_right(starts, pos) - 1
-            if i not in cache:
-                cache[i] = picked[i].lines()
-            return cache[i][pos - starts[i]]
+            if i not in texts:
+                texts[i] = picked[i].texts()
+            return picked[i].line(texts[i][pos - starts[i]])
 
         return with_context([h for hits in reversed(found) for h in hits], total, context, line_at)

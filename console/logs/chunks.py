@@ -106,6 +106,12 @@ class Chunk:
         new = tuple.__new__
         return [new(LogLine, (*head, t, *tail)) for t in self.texts()]
 
+    def line(self, text: str) -> LogLine:
+        """A line of this chunk with ``text`` (one of :meth:`texts`)."""
+        s = self.source
+        return LogLine(s.job_id, s.host, s.rank, s.local_rank, s.stream, text,
+                       self.received, s.role, s.task_index)  # fmt: skip
+
 
 def plain_chunks(buf: Iterable[Chunk]) -> Iterator[Chunk]:
     """A rank's chunks, merged ones split back into their runs, oldest first."""
