@@ -74,7 +74,9 @@ def main(argv: list[str]) -> int:
 
         if nvml is None and shutil.which("nvidia-smi"):
             stream, source = NvsmiStream(interval), "nvidia-smi"
-            stream.wait_first(min(5.0, interval * 3 + 1))
+            # A one-shot line is all there is: wait for nvidia-smi as long as a stream
+            # would (a busy host's nvidia-smi can take seconds to start).
+            stream.wait_first(5.0 if interval <= 0 else min(5.0, interval * 3 + 1))
         elif nvml is None:
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
     if interval <= 0:

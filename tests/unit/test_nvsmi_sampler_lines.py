@@ -199,3 +199,17 @@ def test_gpu_processes_asked_for_by_their_own_thread_and_refreshed(
     for thread in set(threading.enumerate()) - before:
         thread.join(timeout=10)
         assert not thread.is_alive(), thread
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a system python3")
+def test_one_shot_waits_for_a_slow_nvidia_smi(tmp_path: Path) -> None:
+    """A busy host's nvidia-smi can take well over a second to start: the one-shot
+    sample (``gpus`` without --watch) waits for its first row instead of reporting the
+    host without GPUs (it waited 1 s, and a loaded 64-host run lost a host's GPUs)."""
+    slow = tmp_path / "nvidia-smi"
+    slow.write_text(f'#!/bin/sh\nsleep 1.5\nexec "{STANDIN_DIR / "nvidia-smi"}" "$@"\n')
+    slow.chmod(0o755)
+    line = _one_line("/usr/bin/python3", "auto", "0", "h1", path_first=tmp_path)
+    sample = sampler.decode_line("h1", line)
+    assert sample.gpu_source == "nvidia-smi"
+    assert [g.name for g in sample.gpus] == ["NVIDIA H200"], sample.gpu_error
