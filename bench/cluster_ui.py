@@ -166,7 +166,9 @@ async def _key_latency(
 async def run_worker(
     inventory: Inventory, size: tuple[int, int], duration: float, server_pids: Sequence[int]
 ) -> dict[str, Any]:
-    from console.ui.app import DistConsoleApp
+    from console.ui.app import DistConsoleApp, tune_collector
+
+    tune_collector()  # as distconsole's entry point does
 
     profile_to = os.environ.get("BENCH_PROFILE")
     profiler = cProfile.Profile() if profile_to else None

@@ -137,7 +137,9 @@ async def run_ui(inventory: Inventory, out: str, args: argparse.Namespace) -> di
 
     from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
     from console.transport.base import HostState
-    from console.ui.app import DistConsoleApp
+    from console.ui.app import DistConsoleApp, tune_collector
+
+    tune_collector()  # as distconsole's entry point does
     from console.ui.screens.logs import ChooseRanks, LogsScreen
 
     host = inventory.hosts[0].name

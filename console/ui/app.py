@@ -156,7 +156,6 @@ class DistConsoleApp(App[int]):
         return dict(STATE_VARIABLES)
 
     def on_mount(self) -> None:
-        tune_collector()
         if self.first_screen is not None:
             self.switch_mode(self.first_screen)
         if self.startup_notice:
@@ -376,5 +375,7 @@ def run(
     app.startup_notice = notice
     if sub_title is not None:
         app.sub_title = sub_title
+    # Here, not in the app: it is process-wide, and test processes host many apps.
+    tune_collector()
     app.run()
     return app.return_code or 0
