@@ -160,8 +160,17 @@ def paint_block(
     name_style = base + (palette.host if live else palette.down)
     if cursor:
         name_style += Style(reverse=True)
-    segments = [Segment(f"{clip(name, shape.name_width):<{shape.name_width}}", name_style)]
-    segments.append(Segment(" ", base))
+    label = f"{clip(name, shape.name_width):<{shape.name_width}}"
+    # Blanks ride in the segment before them where that looks the same (a space shows
+    # only the background, which every style here shares) and equal styles join: a
+    # 256-host grid had 114 segments a line, and Textual's colour filter, the compositor
+    # and the terminal's output each pay per segment.
+    segments = _Joined()
+    if cursor:
+        segments.add(label, name_style)
+        segments.add(" ", base)
+    else:
+        segments.add(label + " ", name_style)
     cells_width = shape.gpus * shape.cell_width
     if not live:
         state = view.state if view is not None else (status.state if status else None)
@@ -172,7 +181,7 @@ def paint_block(
         else:
             note = f"✗ {state.value}"
         style = palette.not_reported if note.startswith("…") else palette.down
-        segments.append(Segment(f"{clip(note, cells_width):<{cells_width}}", base + style))
+        segments.add(f"{clip(note, cells_width):<{cells_width}}", base + style)
     else:
         assert view is not None and view.sample is not None
         heat = palette.heat_on_base[1 if metric == "memory" else 0]
@@ -183,16 +192,45 @@ def paint_block(
         for gpu in gpus[: shape.gpus]:
             cell = cell_of(gpu, metric, letters, thresholds, held)
             style = palette.not_reported_on_base if cell.level is None else heat[cell.level]
-            segments.append(Segment(cell.glyph * glyph_count, style))
+            if cell.marker == " ":
+                segments.add(cell.glyph * glyph_count + " ", style)
+                continue
+            segments.add(cell.glyph * glyph_count, style)
             if cell.marker == ATTENTION_MARK:
-                mark_style = palette.attention_on_base
+                segments.add(cell.marker, palette.attention_on_base)
             elif cell.job is not None:
-                mark_style = jobs[letters.index(cell.job) % len(jobs)]
+                segments.add(cell.marker, jobs[letters.index(cell.job) % len(jobs)])
             else:
-                mark_style = base
-            segments.append(Segment(cell.marker, mark_style))
+                segments.add(cell.marker, base)
         missing = shape.gpus - min(len(gpus), shape.gpus)
         if missing:
-            segments.append(Segment(" " * missing * shape.cell_width, base))
-    segments.append(Segment(" " * GAP, base))
-    return segments
+            segments.blank(" " * missing * shape.cell_width, base)
+    segments.blank(" " * GAP, base)
+    return segments.done()
+
+
+class _Joined:
+    """Segments in the making, joined where the terminal would show the same."""
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+        self._styles: list[Style] = []
+
+    def add(self, text: str, style: Style) -> None:
+        if self._styles and self._styles[-1] is style:
+            self._texts[-1] += text
+        else:
+            self._texts.append(text)
+            self._styles.append(style)
+
+    def blank(self, spaces: str, style: Style) -> None:
+        """Spaces in ``style``: in the segment before them, unless that one shows its
+        spaces differently (reversed or underlined)."""
+        last = self._styles[-1] if self._styles else None
+        if last is not None and not last.reverse and not last.underline:
+            self._texts[-1] += spaces
+        else:
+            self.add(spaces, style)
+
+    def done(self) -> list[Segment]:
+        return [Segment(t, s) for t, s in zip(self._texts, self._styles, strict=True)]
