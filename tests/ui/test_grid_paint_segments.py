@@ -52,9 +52,8 @@ def _one_per_cell(
     space, then each GPU's glyphs in its level's style and its mark in its own."""
     base = palette.base
     name_style = base + palette.host + (Style(reverse=True) if cursor else Style())
-    out: list[tuple[str, Style | None]] = [
-        (ch, name_style) for ch in f"{name:<{shape.name_width}}"
-    ] + [(" ", base)]
+    out: list[tuple[str, Style | None]] = [(ch, name_style) for ch in f"{name:<{shape.name_width}}"]
+    out.append((" ", base))
     for gpu in view_gpus[: shape.gpus]:
         cell = cell_of(gpu, "util", letters, DEFAULT_THRESHOLDS)
         style = (
