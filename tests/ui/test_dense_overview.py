@@ -10,7 +10,7 @@ from dense_fixtures import dense_inventory, dense_views, name
 from textual.pilot import Pilot
 from ui_fixtures import FROZEN_NOW, gpu_views
 
-from console.probe.models import HostView
+from console.probe.models import GpuSample, HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.app import DistConsoleApp
 from console.ui.attention import DEFAULT_THRESHOLDS
@@ -137,6 +137,27 @@ def test_history_keeps_each_gpu_once_per_sample_and_packs_none() -> None:
     assert history.series("node1", "temp")[0].values[-1] is None
     with pytest.raises(ValueError, match="figure: unknown 'fan'"):
         history.series("node1", "fan")
+
+
+def test_history_keeps_gpus_that_come_and_go_aligned_with_their_times() -> None:
+    history = GpuHistory(samples=4)
+    sample = gpu_views(0)["node0"].sample
+    assert sample is not None
+    first, second = sample.gpus[0], replace(sample.gpus[1], index=5, temperature_c=70.0)
+
+    def at(t: float, *gpus: GpuSample) -> dict[str, HostView]:
+        return {"node0": HostView("node0", HostState.UP, sample=replace(sample, time=t, gpus=gpus))}
+
+    history.add(at(1.0))  # no GPUs yet
+    history.add(at(2.0, first))
+    history.add(at(3.0, first, second))  # GPU 5 appears
+    history.add(at(4.0, second))  # GPU 0 gone
+    history.add(at(5.0, first, second))
+    temps = {s.gpu: s for s in history.series("node0", "temp")}
+    assert sorted(temps) == [0, 5]
+    assert temps[0].seconds == temps[5].seconds == (-3.0, -2.0, -1.0, 0.0)
+    assert temps[0].values == (first.temperature_c, first.temperature_c, None, first.temperature_c)
+    assert temps[5].values == (None, 70.0, 70.0, 70.0)
 
 
 async def test_the_palette_reaches_the_dense_toggle() -> None:
