@@ -42,6 +42,10 @@ from console.transport.pool import ClusterConnections
 # 64 hosts was a quarter of the console's steady CPU when it ran every 15 s regardless.
 DISCOVER_EVERY_S = 15.0
 DISCOVER_UNSEEN_S = 120.0
+# The first sweep waits this long (or until the jobs screen opens): at start every host
+# is busy with its key exchange and its sampler, and the sweep's program on each would
+# queue behind them and hold back the first GPU frame.
+DISCOVER_START_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +246,9 @@ class JobsService:
         self._jobs_in_view = shown
 
     async def _discover_every(self) -> None:
+        if not self._jobs_in_view:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._discover_now.wait(), DISCOVER_START_S)
         while True:
             self._discover_now.clear()
             # A host that cannot be scanned now is scanned again next time; the rows

@@ -1,5 +1,6 @@
-"""How often the console scans the hosts for jobs: at start, then rarely, until the jobs
-screen is shown (a scan at once, then often), and rarely again once it is left.
+"""How often the console scans the hosts for jobs: shortly after start, then rarely,
+until the jobs screen is shown (a scan at once, then often), and rarely again once it is
+left.
 
 ``discover`` is counted by a subclass: its real work (a program on every host) is tested
 in tests/integration/test_jobs_discover_report.py."""
@@ -41,6 +42,7 @@ async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
 async def test_scans_follow_the_jobs_screen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(jobs_service, "DISCOVER_START_S", 0.2)
     monkeypatch.setattr(jobs_service, "DISCOVER_EVERY_S", 0.05)
     monkeypatch.setattr(jobs_service, "DISCOVER_UNSEEN_S", 3600.0)
     jobs = CountingJobs(
@@ -49,7 +51,9 @@ async def test_scans_follow_the_jobs_screen(
     rows = jobs.row_updates()
     feed = asyncio.ensure_future(rows.__anext__())
     try:
-        await until(lambda: jobs.sweeps == 1)  # the scan at start
+        await asyncio.sleep(0.1)
+        assert jobs.sweeps == 0  # not while the hosts start their samplers
+        await until(lambda: jobs.sweeps == 1)  # the scan after DISCOVER_START_S
         await asyncio.sleep(0.3)
         assert jobs.sweeps == 1  # not shown: the next one is an hour away
 
@@ -61,6 +65,28 @@ async def test_scans_follow_the_jobs_screen(
         settled = jobs.sweeps
         await asyncio.sleep(0.3)
         assert jobs.sweeps == settled
+    finally:
+        feed.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await feed
+        await jobs.close()
+
+
+async def test_opening_the_jobs_screen_at_start_scans_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jobs_service, "DISCOVER_START_S", 3600.0)
+    monkeypatch.setattr(jobs_service, "DISCOVER_EVERY_S", 3600.0)
+    jobs = CountingJobs(
+        ClusterConnections(INVENTORY), INVENTORY, history=JobHistory(tmp_path / "j.sqlite3")
+    )
+    rows = jobs.row_updates()
+    feed = asyncio.ensure_future(rows.__anext__())
+    try:
+        await asyncio.sleep(0.1)
+        assert jobs.sweeps == 0
+        jobs.jobs_in_view(True)
+        await until(lambda: jobs.sweeps == 1)
     finally:
         feed.cancel()
         with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
