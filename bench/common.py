@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psutil
 from ruamel.yaml import YAML
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +80,26 @@ def cpu_s() -> float:
     """CPU seconds (user + system) this process has used."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def tree_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds of processes and their descendants: the live ones' own, plus what each
+    has from the children it reaped (the demo hosts' samplers and commands that ended)."""
+    total = 0.0
+    procs = []
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            procs += [root, *root.children(recursive=True)]
+        except psutil.Error:
+            continue
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def rss_mb() -> float:

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -82,7 +83,7 @@ def start(
 ) -> list[Path]:
     hosts = ["h0", "h1"]
     dirs = [root / job_id / h for h in hosts]
-    procs = [
+    procs: list[dict[str, Any]] = [
         {"host": h, "name": f"rank-{i}", "role": "rank", "ranks": [hosts.index(h) * n + i]}
         for h in hosts for i in range(n)
     ]  # fmt: skip
