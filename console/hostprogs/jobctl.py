@@ -1,8 +1,8 @@
 """The job helper the runner sends to a host (``python3 -u -c <this file> OP JSON``).
 
 Standard library only and runnable by any Python >= 3.7 on the host, because nothing of
-distconsole is installed there. One file holds every operation so the process-table
-helpers are shared:
+distconsole is installed there. It travels as one source with ``jobctl_common.py`` (the
+job directory's files and the process table, which the supervisor shares) ahead of it:
 
 - ``start``: create the job directory, write uploads and per-process wrappers, start each
   wrapper in its own session (pgid == wrapper pid) and record the pgid; the payload
@@ -17,8 +17,7 @@ helpers are shared:
 - ``free-port``: print a TCP port nobody listens on.
 
 Every run first prints its hello, ``{"program": "jobctl", "v": VERSION}``, then one JSON
-line per record. The job directory's file names (``NAME.pgid``, ``.machine``, ``.exit``,
-``.sh``) are those of ``console/jobs/paths.py``; a contract test keeps them equal.
+line per record.
 """
 
 from __future__ import annotations
@@ -36,145 +35,41 @@ import sys
 import time
 from typing import Any
 
+if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
+    from console.hostprogs.jobctl_common import (
+        FINAL_STATES,
+        LOST_HOSTS,
+        MACHINE_SUFFIX,
+        PGID_SUFFIX,
+        STOP_REQUESTED,
+        SUPERVISOR_CONFIG,
+        SUPERVISOR_LOG,
+        SUPERVISOR_PID,
+        SUPERVISOR_PORT,
+        SUPERVISOR_SECRET,
+        SUPERVISOR_SOURCE,
+        WRAPPER_SUFFIX,
+        command_line,
+        emit,
+        exit_status,
+        job_pgids,
+        live_processes,
+        live_sessions,
+        marked_pids,
+        pid_alive,
+        process_report,
+        read_text,
+        recorded_here,
+        session_members,
+        supervisor_file,
+        supervisor_record,
+        this_machine,
+        write_atomic,
+    )
+
 PROGRAM = "jobctl"
 VERSION = 1  # of its records
-MARKER = "DISTCONSOLE_JOB_ID"
-# A process's files in the job directory: NAME + suffix (console/jobs/paths.py's names).
-PGID_SUFFIX = ".pgid"
-MACHINE_SUFFIX = ".machine"
-EXIT_SUFFIX = ".exit"
-WRAPPER_SUFFIX = ".sh"
-STOP_REQUESTED = "stop-requested"  # a file in the job directory: stop was asked for
-# The job's supervisor (supervisor.py) in the job directory: its source, config, secret,
-# pid, the leader's port, and the state it records.
-SUPERVISOR_SOURCE = "supervisor.py"
-SUPERVISOR_CONFIG = "supervisor-config.json"
-SUPERVISOR_SECRET = "supervisor.secret"
-SUPERVISOR_PID = "supervisor.pid"
-SUPERVISOR_PORT = "supervisor.port"
-SUPERVISOR_STATE = "supervisor.json"
-SUPERVISOR_LOG = "supervisor.log"
-FINAL_STATES = ("succeeded", "failed", "stopped")
 FREE_PORT_TRIES = 64  # bases tried for free-port's span
-LOST_HOSTS = "lost-hosts"  # lost-hosts/HOST in a job directory: the console lost HOST
-
-
-def supervisor_file(name: str, host: str | None, leader: bool) -> str:
-    """A supervisor's file in the job directory: the leader's under the plain name (the
-    job's truth, where readers look), a follower's with its host in the name, since hosts
-    that share a home (NFS) share the job directory."""
-    if leader or not host:
-        return name
-    stem, dot, ext = name.rpartition(".")
-    return f"{stem}.{host}.{ext}" if dot else f"{name}.{host}"
-
-
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def read_text(path: str) -> str | None:
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
-def live_processes() -> list[tuple[int, int, str]]:
-    """(pid, pgid, state) of every process except zombies (they are already dead)."""
-    return [(pid, pgid, state) for pid, pgid, _sid, state in live_sessions()]
-
-
-def live_sessions() -> list[tuple[int, int, int, str]]:
-    """(pid, pgid, session id, state) of every process except zombies."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = read_text("/proc/" + entry + "/stat")
-        if not stat:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) < 4 or fields[0] in ("Z", "X"):
-            continue
-        found.append((int(entry), int(fields[2]), int(fields[3]), fields[0]))
-    return found
-
-
-def session_members(sessions: set[int]) -> dict[int, int]:
-    """pid -> pgid of the live processes in one of ``sessions``: each job process starts
-    a session of its own (setsid), so its recorded pgid is also its session id. A process
-    that moved to a group of its own and renamed itself with a blank environment (Ray's
-    workers) is found by neither the group nor the marker, but stays in the session."""
-    me = os.getpid()
-    return {pid: pgid for pid, pgid, sid, _s in live_sessions() if sid in sessions and pid != me}
-
-
-def marked_pids(job_id: str) -> list[int]:
-    """Processes (readable by this user) whose environment carries the job's marker."""
-    wanted = (MARKER + "=" + job_id).encode()
-    me = os.getpid()
-    pids = []
-    for pid, _pgid, _state in live_processes():
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                entries = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if wanted in entries:
-            pids.append(pid)
-    return pids
-
-
-def command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        return "?"
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
-
-
-def this_machine() -> str:
-    """This host's boot id: process group ids mean something only on the machine (and
-    boot) that recorded them, and a shared (NFS) home shows every host's files."""
-    return read_text("/proc/sys/kernel/random/boot_id") or "unknown"
-
-
-def recorded_here(job_dir: str, name: str) -> bool:
-    machine = read_text(os.path.join(job_dir, name + MACHINE_SUFFIX))
-    return machine is None or machine == this_machine()
-
-
-def job_pgids(job_dir: str, names: list[str]) -> dict[str, int]:
-    found = {}
-    for name in names:
-        text = read_text(os.path.join(job_dir, name + PGID_SUFFIX))
-        if text and text.isdigit():
-            found[name] = int(text)
-    return found
-
-
-def exit_status(job_dir: str, name: str) -> int | None:
-    text = read_text(os.path.join(job_dir, name + EXIT_SUFFIX))
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
 
 
 def op_start(args: dict[str, Any]) -> None:
@@ -258,79 +153,6 @@ def start_supervisor(job_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
             log_text = read_text(mine(SUPERVISOR_LOG)) or ""
             started["error"] = "the supervisor did not listen: " + log_text[-500:]
     return started
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (its parent has not reaped it yet) is dead too.
-    stat = read_text(f"/proc/{pid}/stat") or ""
-    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
-
-
-def supervisor_record(job_dir: str, host: str | None = None) -> dict[str, Any] | None:
-    """What ``host``'s supervisor last recorded, with ``alive``: None if it has none.
-    A follower's files carry its host's name; the leader's (and, without ``host``, the
-    only one there) have the plain names."""
-    names = [supervisor_file(SUPERVISOR_PID, host, False), SUPERVISOR_PID]
-    if host is None:
-        with contextlib.suppress(OSError):
-            names += sorted(
-                n for n in os.listdir(job_dir) if n.startswith("supervisor.") and n.endswith(".pid")
-            )
-    for pid_name in dict.fromkeys(names):
-        pid_text = read_text(os.path.join(job_dir, pid_name))
-        if pid_text is not None:
-            break
-    else:
-        return None
-    state_name = pid_name[: -len(".pid")]  # supervisor[.HOST]
-    text = read_text(os.path.join(job_dir, state_name + ".json"))
-    try:
-        record = json.loads(text) if text else {}
-    except ValueError:
-        record = {}
-    if not isinstance(record, dict):
-        record = {}
-    record["alive"] = pid_text.isdigit() and pid_alive(int(pid_text))
-    return record
-
-
-def process_report(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
-    report = _process_state(job_dir, name, pgid, alive)
-    if report.get("exit") is not None:
-        # When it ended (the wrapper writes the file as its process exits): with several
-        # failures, the earliest is the cause and the others its consequences.
-        with contextlib.suppress(OSError):
-            report["ended_at"] = os.stat(os.path.join(job_dir, name + EXIT_SUFFIX)).st_mtime
-    if not report.get("running"):
-        try:
-            asked = os.stat(os.path.join(job_dir, STOP_REQUESTED)).st_mtime
-        except OSError:
-            asked = None
-        # Only what ended after the stop was asked ended because of it; a crash before
-        # it stays a failure even when it is reported later.
-        ended = report.get("ended_at")
-        if asked is not None and (ended is None or ended >= asked):
-            report["stop_requested"] = True
-    return report
-
-
-def _process_state(job_dir: str, name: str, pgid: int | None, alive: set[int]) -> dict[str, Any]:
-    status = exit_status(job_dir, name)
-    if status is not None:
-        return {"proc": name, "exit": status, "pgid": pgid}
-    if pgid is None:
-        return {"proc": name, "missing": True}
-    if pgid in alive:
-        return {"proc": name, "running": True, "pgid": pgid}
-    # The group ended between reading the exit file and the process table.
-    status = exit_status(job_dir, name)
-    return {"proc": name, "exit": status, "pgid": pgid, "gone": status is None}
 
 
 def op_inspect(args: dict[str, Any]) -> None:

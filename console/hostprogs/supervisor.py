@@ -16,8 +16,8 @@ ended. It is nobody's parent: if it dies, training runs on. Every 15 s it takes 
 sample of the job's GPUs, and with a hang timeout it watches for a hang and takes the
 captures (``supervisor_hang.py``, over ``hang_capture.py``'s functions).
 
-One source on the host, assembled by ``supervisor_source.py``: ``jobctl.py`` (without
-its main), ``failure_lines.py``, ``supervisor_wire.py``, ``supervisor_policy.py``,
+One source on the host, assembled by ``supervisor_source.py``: ``jobctl_common.py``,
+``failure_lines.py``, ``supervisor_wire.py``, ``supervisor_policy.py``,
 ``hang_inspect.py`` and ``hang_capture.py`` (when present), ``supervisor_local.py``,
 ``supervisor_peers.py``, ``supervisor_hang.py``, then this file, run as
 ``python3 JOB_DIR/supervisor[.HOST].py JOB_DIR HOST``. Standard library only, Python >= 3.7.
@@ -36,7 +36,7 @@ import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl import STOP_REQUESTED, read_text, write_atomic
+    from console.hostprogs.jobctl_common import STOP_REQUESTED, read_text, write_atomic
     from console.hostprogs.supervisor_hang import SvHangWatch, sv_hang_api
     from console.hostprogs.supervisor_local import (
         SUPERVISOR_VERSION,

@@ -3,7 +3,7 @@
 Which ended and how (their ``.exit`` files and process groups, as jobctl records them),
 the last lines and first error of a failed one, and stopping them all (TERM, then KILL
 after the grace). Also the supervisor's file names (a follower's carry its host's name:
-hosts that share a home share the job directory; see jobctl's ``supervisor_file``).
+hosts that share a home share the job directory; see ``jobctl_common.supervisor_file``).
 
 A part of the supervisor's single source (``supervisor_source.py``): standard library
 only, Python >= 3.7, names prefixed ``sv_``/``Sv``/``SV_``.
@@ -19,7 +19,7 @@ from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.failure_lines import failed_rank, first_error
-    from console.hostprogs.jobctl import (
+    from console.hostprogs.jobctl_common import (
         exit_status,
         job_pgids,
         marked_pids,
@@ -44,7 +44,7 @@ SV_GPU_EVERY_S = 15.0  # one GPU sample (hang_gpu_sample) this often
 
 
 def sv_path(job_dir: str, name: str, host: str, leader: bool) -> str:
-    """This supervisor's own file ``name`` (see jobctl's ``supervisor_file``)."""
+    """This supervisor's own file ``name`` (see jobctl_common's ``supervisor_file``)."""
     return os.path.join(job_dir, supervisor_file(name, host, leader))
 
 

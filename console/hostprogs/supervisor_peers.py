@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl import read_text
+    from console.hostprogs.jobctl_common import read_text
     from console.hostprogs.supervisor_local import SV_LOST_DIR, SvLocal
     from console.hostprogs.supervisor_policy import (
         FAILED,

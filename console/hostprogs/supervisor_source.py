@@ -1,7 +1,7 @@
 """The supervisor's single source, assembled from its parts (``supervisor.py``'s doc).
 
-jobctl comes first without its entry point (the supervisor uses its process-table and
-job-file helpers), then the failure-line rule (the console's own, one copy), the wire,
+jobctl's shared part comes first (the supervisor uses its process-table and job-file
+helpers), then the failure-line rule (the console's own, one copy), the wire,
 the policy, H2's hang capture when that file is present, and the supervisor's own
 parts: its local processes, its peers, its hang watch, and its main loop.
 """
@@ -15,7 +15,7 @@ _HERE = Path(__file__).resolve().parent
 _FUTURE = "from __future__ import annotations"
 _MAIN = 'if __name__ == "__main__":'
 PARTS = (
-    "jobctl.py",
+    "jobctl_common.py",
     "failure_lines.py",
     "supervisor_wire.py",
     "supervisor_policy.py",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from console.errors import JobError
-from console.hostprogs import jobctl
+from console.hostprogs import jobctl, jobctl_common
 from console.hostprogs.wire import check_hello
 
 
@@ -102,7 +102,7 @@ class SupervisorRecord:
 
     @property
     def final(self) -> bool:
-        return self.state in jobctl.FINAL_STATES
+        return self.state in jobctl_common.FINAL_STATES
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> SupervisorRecord:

@@ -42,7 +42,7 @@ def job_dir(work_dir: str, job_id: str) -> str:
     return f"{base}/{JOBS_SUBDIR}/{job_id}"
 
 
-# Suffixes after a process's name; console/hostprogs/jobctl.py (which cannot import
+# Suffixes after a process's name; console/hostprogs/jobctl_common.py (which cannot import
 # this module on a host) spells the same ones, and a contract test keeps them equal.
 STDOUT_SUFFIX = ".out"
 STDERR_SUFFIX = ".err"

@@ -45,12 +45,22 @@ HOME_EXPANDED_VARS = frozenset({HANG_HOOK_VAR, "TORCH_FR_DUMP_TEMP_FILE"})
 
 @functools.cache
 def jobctl_source() -> str:
-    """The helper's code without its module docstring: it travels on the command line,
-    where ``ps`` on the host shows it; a first comment line says what it is."""
-    text = resources.files("console.hostprogs").joinpath("jobctl.py").read_text()
+    """The helper's code, ``jobctl_common.py`` first, without docstrings: it travels on
+    the command line, where ``ps`` on the host shows it; a first comment line says what
+    it is."""
+    parts = [_without_docstring(name) for name in ("jobctl_common.py", "jobctl.py")]
+    body = "\n".join(ln for part in parts for ln in part.splitlines() if ln.strip() != _FUTURE)
+    return f"# distconsole job helper (console/hostprogs/jobctl.py)\n{_FUTURE}\n{body}\n"
+
+
+_FUTURE = "from __future__ import annotations"
+
+
+def _without_docstring(name: str) -> str:
+    text = resources.files("console.hostprogs").joinpath(name).read_text()
     if text.startswith('"""'):
         text = text[text.index('"""', 3) + 3 :].lstrip("\n")
-    return "# distconsole job helper (console/hostprogs/jobctl.py)\n" + text
+    return text
 
 
 def jobctl_command(host: Host, op: str, args: Mapping[str, Any] | None = None) -> str:

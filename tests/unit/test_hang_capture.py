@@ -29,7 +29,9 @@ from console.hostprogs import hang_capture as hc
 from console.hostprogs import hang_inspect as hi
 from console.jobs.remote_ops import bundled_file
 
-JOB_ID = "ddp-hang-20260101-000000-abcdef"
+# The capture finds a job's processes by its marker across the whole machine: an id of
+# this run's own, so another run of these tests at the same time is not taken for ours.
+JOB_ID = f"ddp-hang-20260101-000000-{os.getpid() % 16**6:06x}"
 VENV_BIN = str(Path(sys.executable).parent)
 STANDIN = str(Path(__file__).resolve().parents[1] / "standin")
 
@@ -156,8 +158,8 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
             for p in hi.hang_job_processes(JOB_ID)
             if p["process"] == "torchrun-0" and p["pgid"] != agent.pid
         ]
+        groups += workers  # its own group (as torchrun's are): ended below whatever happens
         assert len(workers) == 1, workers
-        groups.append(workers[0])
         yield Job(job_dir, agent, stopped, zombie, workers[0])
     finally:
         for pgid in groups:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from console.errors import JobError
-from console.hostprogs import jobctl
+from console.hostprogs import jobctl, jobctl_common
 from console.hostprogs.simulated import JOB_VAR
 from console.hostprogs.wire import HostProgramError
 from console.inventory import Host
@@ -27,17 +27,18 @@ from console.names import JOB_ID_VAR
 
 
 def test_file_names_are_the_paths_modules() -> None:
-    assert jobctl.PGID_SUFFIX == paths.PGID_SUFFIX
-    assert jobctl.MACHINE_SUFFIX == paths.MACHINE_SUFFIX
-    assert jobctl.EXIT_SUFFIX == paths.EXIT_SUFFIX
-    assert jobctl.WRAPPER_SUFFIX == paths.WRAPPER_SUFFIX
-    assert jobctl.STOP_REQUESTED == paths.STOP_REQUESTED
-    assert jobctl.MARKER == JOB_VAR == JOB_ID_VAR
+    assert jobctl_common.PGID_SUFFIX == paths.PGID_SUFFIX
+    assert jobctl_common.MACHINE_SUFFIX == paths.MACHINE_SUFFIX
+    assert jobctl_common.EXIT_SUFFIX == paths.EXIT_SUFFIX
+    assert jobctl_common.WRAPPER_SUFFIX == paths.WRAPPER_SUFFIX
+    assert jobctl_common.STOP_REQUESTED == paths.STOP_REQUESTED
+    assert jobctl_common.MARKER == JOB_VAR == JOB_ID_VAR
 
 
 def test_no_follow_operation_ships_any_more() -> None:
     assert set(jobctl.OPS) == {"start", "watch", "inspect", "stop", "free-port", "host-lost"}
     assert "op_follow" not in Path(jobctl.__file__).read_text()
+    assert "op_follow" not in Path(jobctl_common.__file__).read_text()
 
 
 def _run(op: str, args: Mapping[str, object] | None = None) -> str:
