@@ -33,6 +33,7 @@ from console.jobs.sync_tree import (
     SyncTree,
     scan_tree,
 )
+from console.names import path_stem
 from console.transport.base import HostConnection
 
 CHECK_TIMEOUT_S = 60.0
@@ -100,9 +101,29 @@ def synced_workdir(tree: SyncTree, workdir: str | None) -> str | None:
     """The working directory a job synced with ``tree`` runs in: the tree's root, or the
     relative ``workdir`` under it; an absolute (or ``~/``) ``workdir`` stays as given.
     The tree has the same ``~/`` path on every host, so one value serves every host."""
+    return _workdir_under(tree.remote_dir, workdir)
+
+
+def _workdir_under(root: str, workdir: str | None) -> str | None:
     if workdir and (workdir.startswith("/") or workdir.startswith("~")):
         return workdir
-    return tree.remote_dir + (f"/{workdir.strip('/')}" if workdir else "")
+    return root + (f"/{workdir.strip('/')}" if workdir else "")
+
+
+# Stands for the tree's content hash where it is not computed (the launch form's preview).
+TREE_ID_PLACEHOLDER = "<content-id>"
+
+
+def spec_in_unscanned_tree(spec: JobSpec) -> JobSpec:
+    """``spec`` as :func:`spec_in_tree` plans it, without reading the directory: the
+    tree's id (its content hash) is :data:`TREE_ID_PLACEHOLDER`. For previews redrawn
+    on every keystroke, where hashing a large directory each time would stall."""
+    if spec.sync is None:
+        return spec
+    name = path_stem(Path(spec.sync).expanduser().resolve().name, limit=40)
+    root = f"{REMOTE_ROOT}/trees/{name}-{TREE_ID_PLACEHOLDER}"
+    workdir = _workdir_under(root, spec.workdir)
+    return spec if workdir == spec.workdir else spec_with(spec, workdir=workdir)
 
 
 def spec_in_tree(spec: JobSpec, tree: SyncTree | None) -> JobSpec:

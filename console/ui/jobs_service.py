@@ -32,7 +32,7 @@ from console.jobs.slurm import SlurmBackend
 from console.jobs.slurm_report import make_slurm_report
 from console.jobs.slurm_store import SlurmStore
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import ProgressCallback, SyncProgress
+from console.jobs.sync_push import TREE_ID_PLACEHOLDER, ProgressCallback, SyncProgress
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
 
@@ -94,12 +94,21 @@ def row_of_summary(summary: JobSummary) -> JobRow:
     )  # fmt: skip
 
 
-def plan_preview(plan: JobPlan, *, port_chosen_at_launch: bool = False) -> str:
+def plan_preview(
+    plan: JobPlan, *, port_chosen_at_launch: bool = False, sync: str | None = None
+) -> str:
     """The exact per-host commands and environment the launch will run.
 
     ``port_chosen_at_launch``: the master port is the planner's default, which the
-    launch replaces with a port that is free on the master host at that moment."""
+    launch replaces with a port that is free on the master host at that moment.
+    ``sync``: the directory put on every host first (the plan's paths are in its copy,
+    named by a content id the launch computes)."""
     lines = [f"job {plan.job_id}  kind {plan.kind.value}  world size {plan.world_size}"]
+    if sync:
+        lines.append(
+            f"sync: {sync} is copied to every host first; the processes run in the copy "
+            f"({TREE_ID_PLACEHOLDER}: its content hash, computed at launch)"
+        )
     if plan.master_addr and plan.master_port is not None:
         master = f"master {plan.master_addr}:{plan.master_port}"
         if port_chosen_at_launch:

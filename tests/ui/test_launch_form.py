@@ -6,6 +6,7 @@ These need no hosts: the planner is pure, so the preview is the real plan.
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 from textual.pilot import Pilot
@@ -13,6 +14,7 @@ from textual.widgets import Input, Select, Static
 from ui_fixtures import FROZEN_NOW
 
 from console.inventory import Host, Inventory
+from console.jobs.sync_push import TREE_ID_PLACEHOLDER
 from console.ui.app import DistConsoleApp
 from console.ui.screens.launch import LaunchScreen, form_to_spec
 
@@ -120,3 +122,24 @@ def test_form_values_become_a_spec_or_errors_by_field() -> None:
     assert form_to_spec({**base, "args": "'unbalanced"})[1].keys() == {"args"}
     assert form_to_spec({**base, "program": ""})[1].keys() == {"program"}
     assert form_to_spec({**base, "ps": "2"})[1] == {"ps": "only applies to --kind ps"}
+
+
+async def test_preview_with_sync_runs_in_the_synced_copy(tmp_path: Path) -> None:
+    project = tmp_path / "my project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "train.py").write_text("print('x')\n")
+    app = make_app()
+    async with app.run_test(size=(160, 60)) as pilot:
+        screen = await open_form(app, pilot)
+        screen.query_one("#kind", Select).value = "ddp"
+        await set_field(pilot, screen, "program", "src/train.py")
+        preview = text(screen, "#launch-preview")
+        assert "sync:" not in preview and "trees/" not in preview
+        await set_field(pilot, screen, "sync", str(project))
+        await set_field(pilot, screen, "workdir", "src")
+        preview = text(screen, "#launch-preview")
+        copy = f"~/.cache/distconsole/sync/trees/my-project-{TREE_ID_PLACEHOLDER}/src"
+        assert f"sync: {project} is copied to every host first" in preview
+        assert preview.count(f"(cwd {copy})") == 3, preview  # every host's torchrun
+        # What launches is the form's own spec; the launch plans it in the scanned tree.
+        assert screen.spec is not None and screen.spec.workdir == "src"

@@ -15,6 +15,12 @@ import pytest
 
 from console.errors import JobSpecError
 from console.jobs.spec import make_spec
+from console.jobs.sync_push import (
+    TREE_ID_PLACEHOLDER,
+    scan_for_spec,
+    spec_in_tree,
+    spec_in_unscanned_tree,
+)
 from console.jobs.sync_tree import HashCache, list_files, parse_size, scan_tree
 
 
@@ -157,3 +163,24 @@ def test_plan_shows_where_the_sync_lives(tmp_path: Path) -> None:
     assert refused.stderr.strip().endswith("or raise --sync-max-file"), refused.stderr
     assert "--sync: 1 file(s)" in refused.stderr and "ckpt.pt (2.0 kB)" in refused.stderr
     assert "big.bin" not in refused.stderr  # ignored by data/ in .gitignore
+
+
+def test_the_unscanned_preview_names_the_tree_the_launch_plans_in(tmp_path: Path) -> None:
+    project = tmp_path / "My Project!"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "train.py").write_text("print('x')\n")
+    for workdir, wanted in (("src", "/src"), (None, ""), ("/abs/dir", None)):
+        spec = make_spec(kind="ddp", program="train.py", sync=str(project), workdir=workdir)
+        scanned = spec_in_tree(spec, scan_for_spec(spec))
+        unscanned = spec_in_unscanned_tree(spec)
+        tree = scan_for_spec(spec)
+        assert tree is not None
+        assert unscanned.workdir is not None and scanned.workdir is not None
+        placeholder = unscanned.workdir.replace(TREE_ID_PLACEHOLDER, tree.tree_id[:16])
+        assert placeholder == scanned.workdir
+        if wanted is not None:
+            assert scanned.workdir == tree.remote_dir + wanted
+        else:
+            assert unscanned.workdir == "/abs/dir"  # an absolute workdir stays as given
+    no_sync = make_spec(kind="ddp", program="train.py")
+    assert spec_in_unscanned_tree(no_sync) is no_sync

@@ -23,6 +23,7 @@ from console.jobs.paths import new_job_id
 from console.jobs.planner import plan
 from console.jobs.runner import FREE_PORT_KINDS as RUNNER_FREE_PORT_KINDS
 from console.jobs.spec import JobSpec, make_spec, parse_env
+from console.jobs.sync_push import spec_in_unscanned_tree
 from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
 from console.ui.services import LaunchDraft, Services
@@ -270,8 +271,10 @@ class LaunchScreen(Screen[str | None]):
         if spec is not None:
             try:
                 free_port = spec.master_port is None and values["kind"] in FREE_PORT_KINDS
-                job = plan(spec, self.inventory, job_id=self.job_id_for(spec))
-                preview = plan_preview(job, port_chosen_at_launch=free_port)
+                # With --sync the processes run in the synced copy, as the launch plans.
+                shown = spec_in_unscanned_tree(spec)
+                job = plan(shown, self.inventory, job_id=self.job_id_for(spec))
+                preview = plan_preview(job, port_chosen_at_launch=free_port, sync=spec.sync)
             except JobSpecError as exc:
                 errors = {exc.field: exc.detail}
                 spec = None
