@@ -37,6 +37,7 @@ from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
     from console.hostprogs.jobctl_common import (
+        ENDED_HOSTS,
         FINAL_STATES,
         LOST_HOSTS,
         MACHINE_SUFFIX,
@@ -346,17 +347,44 @@ def op_host_lost(args: dict[str, Any]) -> None:
     """The console lost ``host`` (its ssh connection dropped and it answers no more):
     a note the supervisors here read, so a host whose supervisor's connection closed
     (which alone reads unsupervised) counts as lost (supervisor.py's peers)."""
-    host = str(args["host"])
-    if not host or "/" in host or host.startswith("."):
-        raise ValueError(f"host-lost: not a host name: {host!r}")
+    host = _host_name(args, "host-lost")
     notes = os.path.join(os.path.expanduser(args["job_dir"]), LOST_HOSTS)
     os.makedirs(notes, exist_ok=True)
     write_atomic(os.path.join(notes, host), str(args.get("why") or "") + "\n")
     emit({"noted": host})
 
 
+def op_host_ended(args: dict[str, Any]) -> None:
+    """Processes of ``host`` the console saw end while that host's supervisor was dead:
+    the leader cannot see them and would wait on them for ever. The note holds every one
+    seen so far (``{"name", "exit_code", "at", "stop_requested"}`` each); the leader's
+    supervisor takes those it did not know ended (supervisor_peers.py)."""
+    host = _host_name(args, "host-ended")
+    ends = [
+        {
+            "name": str(end["name"]),
+            "exit_code": end.get("exit_code") if isinstance(end.get("exit_code"), int) else None,
+            "at": float(end.get("at") or time.time()),
+            "stop_requested": bool(end.get("stop_requested")),
+        }
+        for end in args.get("ends") or ()
+    ]
+    notes = os.path.join(os.path.expanduser(args["job_dir"]), ENDED_HOSTS)
+    os.makedirs(notes, exist_ok=True)
+    write_atomic(os.path.join(notes, host + ".json"), json.dumps(ends))
+    emit({"noted": host, "ends": len(ends)})
+
+
+def _host_name(args: dict[str, Any], op: str) -> str:
+    host = str(args["host"])
+    if not host or "/" in host or host.startswith("."):
+        raise ValueError(f"{op}: not a host name: {host!r}")
+    return host
+
+
 OPS = {
     "start": op_start,
+    "host-ended": op_host_ended,
     "host-lost": op_host_lost,
     "watch": op_watch,
     "inspect": op_inspect,

@@ -33,6 +33,8 @@ SUPERVISOR_STATE = "supervisor.json"
 SUPERVISOR_LOG = "supervisor.log"
 FINAL_STATES = ("succeeded", "failed", "stopped")
 LOST_HOSTS = "lost-hosts"  # lost-hosts/HOST in a job directory: the console lost HOST
+# ended-hosts/HOST.json: the processes of HOST (its supervisor dead) that the console saw end
+ENDED_HOSTS = "ended-hosts"
 
 
 def supervisor_file(name: str, host: str | None, leader: bool) -> str:

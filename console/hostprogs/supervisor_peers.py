@@ -22,13 +22,14 @@ only, Python >= 3.7, names prefixed ``sv_``/``Sv``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl_common import read_text
+    from console.hostprogs.jobctl_common import ENDED_HOSTS, read_text
     from console.hostprogs.supervisor_local import SV_LOST_DIR, SvLocal
     from console.hostprogs.supervisor_policy import (
         FAILED,
@@ -291,6 +292,8 @@ class SvPeers:
 
     def check_silence(self) -> None:
         self.read_lost_notes()
+        if self.is_leader:
+            self.read_ended_notes()
         now = time.time()
         if self.is_leader:
             connected = {p.host for p in self.peers if p.host is not None}
@@ -347,6 +350,34 @@ class SvPeers:
             why = read_text(os.path.join(self.job_dir, SV_LOST_DIR, host))
             self.unsupervised.pop(host, None)
             self.silent(host, f"connection lost ({why or 'the console lost it'})")
+
+    def read_ended_notes(self) -> None:
+        """Processes of unsupervised hosts that a console saw end
+        (``ended-hosts/HOST.json``, ``jobctl host-ended``): nothing else tells the
+        leader, which would otherwise wait on them for ever. A host whose supervisor
+        is connected reports its own ends; its notes are ignored."""
+        try:
+            names = os.listdir(os.path.join(self.job_dir, ENDED_HOSTS))
+        except OSError:
+            return
+        for entry in names:
+            host = entry[: -len(".json")] if entry.endswith(".json") else None
+            if host is None or host not in self.unsupervised or self.follower_done(host):
+                continue
+            text = read_text(os.path.join(self.job_dir, ENDED_HOSTS, entry)) or "[]"
+            try:
+                ends = json.loads(text)
+            except ValueError:
+                continue
+            known = {p.name for p in self.policy.processes if p.host == host}
+            for end in ends if isinstance(ends, list) else ():
+                if not isinstance(end, dict) or end.get("name") not in known:
+                    continue
+                if (host, end["name"]) in self.policy.ended:
+                    continue
+                self.dirty = True
+                self.event("process-ended", peer=host, name=end["name"], seen_by="console")
+                self.feed_end(host, end)
 
     def follower_done(self, host: str) -> bool:
         return all(p.key in self.policy.ended for p in self.policy.processes if p.host == host)

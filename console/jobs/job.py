@@ -119,6 +119,8 @@ class Job:
         self.supervised = False
         self.supervisors: dict[str, Any] = {}
         self.lost_hosts: dict[str, str] = {}
+        # (host, process) ends told to the leader for hosts whose supervisor is dead.
+        self.ends_told: set[tuple[str, str]] = set()
         self.policy: Any = None  # hostprogs.supervisor_policy.JobPolicy, when applied here
 
     @classmethod

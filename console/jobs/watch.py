@@ -159,6 +159,32 @@ class JobWatch(JobControl):
         others = [h for h in job.plan.job_dirs if h != lost and h not in job.lost_hosts]
         await asyncio.gather(*(tell(h) for h in others))
 
+    async def _tell_ended(self, job: Job) -> None:
+        """Ends this console saw on hosts whose supervisor is dead, told to the leader
+        (``jobctl host-ended``): nothing else reaches it, and it would wait on those
+        processes for ever. Every end seen on such a host so far, each time one is new."""
+        record = next((r for r in job.supervisors.values() if r.leader), None)
+        if record is None or not record.alive or record.final:
+            return  # no leader waits (it ended, or the followers judge alone)
+        leader: str = record.host
+        for host in supervision.unsupervised_hosts(job.supervisors):
+            ended = [p for p in job.on_host(host) if p.ended]
+            if host == leader or not {(host, p.name) for p in ended} - job.ends_told:
+                continue
+            ends = [
+                {
+                    "name": p.name,
+                    "exit_code": p.exit_status,
+                    "at": p.ended_at if p.ended_at is not None else time.time(),
+                    "stop_requested": p.note == "stopped",
+                }
+                for p in ended
+            ]
+            args = {"job_dir": remote_ops.host_job_dir(job.plan, leader), "host": host}
+            with contextlib.suppress(TransportError, JobError):
+                await self._jobctl(leader, "host-ended", dict(args, ends=ends), timeout=10)
+                job.ends_told |= {(host, p.name) for p in ended}
+
     def _verdict_wait_s(self) -> float:
         return supervision.SILENCE_S + self.grace_s + POLICY_SETTLE_S
 
@@ -201,6 +227,8 @@ class JobWatch(JobControl):
             self._set_state(job, JobState.UNSUPERVISED, message=message)
             if supervision.unsupervised(job.supervisors):
                 await self._judge_unsupervised(job)
+            else:
+                await self._tell_ended(job)
         elif job.state is JobState.UNSUPERVISED or job.state is JobState.STARTING:
             self._set_state(job, JobState.RUNNING)
         if record.state == "hung":
@@ -262,6 +290,8 @@ class JobWatch(JobControl):
         if job.supervised:
             if supervision.unsupervised(job.supervisors):
                 await self._judge_unsupervised(job)
+            else:
+                await self._tell_ended(job)
             return  # the supervisors decide
         await self._decide(job, info, stop_now, policy.first_failure is not before)
 

@@ -320,3 +320,62 @@ def test_hosts_sharing_a_home_keep_their_supervisors_apart(sshd_cluster, tmp_pat
     [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
     assert job["state"] == "failed", job
     assert "worker-1 failed: exit status 3" in job["failure"] and ran_it in json.dumps(job), job
+
+
+# The workers end (exit 0) after a few seconds; the parameter server never does.
+ENDING = (
+    "import os, time; "
+    "me = os.environ['DISTCONSOLE_TASK_TYPE'] + '-' + os.environ['DISTCONSOLE_TASK_INDEX']; "
+    "print('up', me, flush=True); "
+    "time.sleep(8) if me.startswith('worker') else [time.sleep(0.2) for _ in iter(int, 1)]; "
+    "print('done', me, flush=True)"
+)
+
+
+def test_ends_on_an_unsupervised_host_reach_the_leader_through_the_console(
+    sshd_cluster, tmp_path
+) -> None:
+    """node1 (worker-0) loses its supervisor; its worker then ends on its own. Only the
+    console sees that: it tells the leader (``jobctl host-ended``), whose PS rule then
+    ends the job succeeded. Without the note the leader waited on worker-0 for ever, and
+    so did the attached launch."""
+    cluster = sshd_cluster(n=2)
+    proc = subprocess.Popen(
+        [
+            *CLI, "launch", str(cluster.inventory_path), "--kind", "ps", "--ps", "1",
+            "--workers", "2", "--skip-preflight", "--grace", "3", "--", "python3", "-c", ENDING,
+        ],
+        env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if " running: " in line:
+                break
+        [job_id] = [p.name for p in (job_dir(cluster, "node0", "x").parent).iterdir()]
+        leader_file = job_dir(cluster, "node0", job_id) / "supervisor.json"
+        # Once node1's supervisor has joined the leader (before, its silence is a loss).
+        wait_for(
+            lambda: any(
+                e["event"] == "peer-connected" and e.get("peer") == "node1"
+                for e in events(cluster, "node0", job_id)
+            )
+        )
+        os.kill(supervisor_pid(cluster, "node1", job_id), signal.SIGKILL)
+        wait_for(lambda: "node1" in (read_json(leader_file).get("unsupervised") or {}))
+        _out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    leader = read_json(leader_file)
+    assert leader["state"] == "succeeded", leader
+    told = [
+        e for e in events(cluster, "node0", job_id)
+        if e["event"] == "process-ended" and e.get("seen_by") == "console"
+    ]  # fmt: skip
+    assert [(e["peer"], e["name"]) for e in told] == [("node1", "worker-0")], told
+    ended = job_dir(cluster, "node0", job_id) / "ended-hosts" / "node1.json"
+    assert json.loads(ended.read_text())[0]["exit_code"] == 0
+    # The PS rule stopped the parameter server, and the leader's supervisor has left.
+    wait_for(lambda: not live_processes(cluster), timeout=15)

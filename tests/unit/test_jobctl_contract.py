@@ -36,7 +36,15 @@ def test_file_names_are_the_paths_modules() -> None:
 
 
 def test_no_follow_operation_ships_any_more() -> None:
-    assert set(jobctl.OPS) == {"start", "watch", "inspect", "stop", "free-port", "host-lost"}
+    assert set(jobctl.OPS) == {
+        "start",
+        "watch",
+        "inspect",
+        "stop",
+        "free-port",
+        "host-lost",
+        "host-ended",
+    }
     assert "op_follow" not in Path(jobctl.__file__).read_text()
     assert "op_follow" not in Path(jobctl_common.__file__).read_text()
 
