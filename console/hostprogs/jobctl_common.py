@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sys
 from typing import Any
 
@@ -61,7 +62,10 @@ def read_text(path: str) -> str | None:
 
 
 def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    tmp = path + ".tmp"
+    # A temporary name of this process's own: hosts that share a home write the same
+    # file at once (every host's stop writes stop-requested), and a shared name let one
+    # host's rename take the file from under another's chmod.
+    tmp = f"{path}.{socket.gethostname()}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
         handle.write(text)
     os.chmod(tmp, mode)

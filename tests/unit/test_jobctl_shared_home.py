@@ -89,3 +89,23 @@ def test_start_records_the_machine_and_writes_uploads_whole(tmp_path: Path) -> N
     assert not list(job_dir.glob("*.tmp"))
     if BOOT_ID.exists():
         assert (job_dir / "launcher-0.machine").read_text() == BOOT_ID.read_text()
+
+
+def test_hosts_writing_one_job_file_at_once_do_not_trip_each_other(tmp_path: Path) -> None:
+    """Every host's ``stop`` writes ``stop-requested`` into the one shared job directory
+    at once: the helper's atomic write, as shipped, from four processes in a loop."""
+    target = tmp_path / "stop-requested"
+    writer = (
+        jobctl_source().split("\nOPS = {")[0]  # the helper's functions, not its main
+        + "\nfor i in range(300):\n    write_atomic(sys.argv[1], str(i))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", writer, str(target)], stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(4)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    assert target.read_text() == "299"
+    assert [p.name for p in tmp_path.iterdir()] == ["stop-requested"]  # no temporary left
