@@ -46,6 +46,8 @@ class AppFeeds:
         self.slurm_inbox: Inbox[dict[str, tuple[SlurmJobOnNode, ...]]] = Inbox(
             app, SlurmOccupancyArrived
         )
+        # Every host sampled once (or known not to be): the jobs sweeps may start.
+        self.hosts_sampled = asyncio.Event()
 
     def start(self, factory: ConnectionsFactory) -> None:
         """Connect to the cluster; the other feeds start once the connections exist."""
@@ -120,13 +122,25 @@ class AppFeeds:
         self._services.monitor = monitor
         async for batch in monitor.updates():
             self.views_inbox.put(batch)
+            if not self.hosts_sampled.is_set() and all(
+                m.settled for m in monitor.monitors.values()
+            ):
+                self.hosts_sampled.set()
 
     async def _attach_jobs(self, connections: HostStatusSource) -> None:
         from console.transport.pool import ClusterConnections
 
         if not isinstance(connections, ClusterConnections):
             return
-        jobs = JobsService(connections, self._services.inventory, settings=self._services.settings)
+        sampled = (
+            self.hosts_sampled if self._services.settings.monitor_interval_s is not None else None
+        )
+        jobs = JobsService(
+            connections,
+            self._services.inventory,
+            settings=self._services.settings,
+            hosts_sampled=sampled,
+        )
         self._services.jobs = jobs
         self._app.run_worker(
             self._follow_job_rows(jobs), name="job-rows", group="jobs", exit_on_error=False

@@ -1,6 +1,6 @@
-"""How often the console scans the hosts for jobs: shortly after start, then rarely,
-until the jobs screen is shown (a scan at once, then often), and rarely again once it is
-left.
+"""How often the console scans the hosts for jobs: once every host has its first GPU
+sample (or shortly after start), then rarely, until the jobs screen is shown (a scan at
+once, then often), and rarely again once it is left.
 
 ``discover`` is counted by a subclass: its real work (a program on every host) is tested
 in tests/integration/test_jobs_discover_report.py."""
@@ -86,6 +86,35 @@ async def test_opening_the_jobs_screen_at_start_scans_at_once(
         await asyncio.sleep(0.1)
         assert jobs.sweeps == 0
         jobs.jobs_in_view(True)
+        await until(lambda: jobs.sweeps == 1)
+    finally:
+        feed.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await feed
+        await jobs.close()
+
+
+async def test_the_first_scan_waits_for_every_hosts_first_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the app's "every host sampled" event, the first scan comes when it is set
+    (not after the fixed DISCOVER_START_S), so it never competes with a slow start."""
+    monkeypatch.setattr(jobs_service, "DISCOVER_START_S", 0.01)
+    monkeypatch.setattr(jobs_service, "DISCOVER_START_MAX_S", 3600.0)
+    monkeypatch.setattr(jobs_service, "DISCOVER_UNSEEN_S", 3600.0)
+    sampled = asyncio.Event()
+    jobs = CountingJobs(
+        ClusterConnections(INVENTORY),
+        INVENTORY,
+        history=JobHistory(tmp_path / "j.sqlite3"),
+        hosts_sampled=sampled,
+    )
+    rows = jobs.row_updates()
+    feed = asyncio.ensure_future(rows.__anext__())
+    try:
+        await asyncio.sleep(0.3)
+        assert jobs.sweeps == 0  # DISCOVER_START_S is long past: the event rules
+        sampled.set()
         await until(lambda: jobs.sweeps == 1)
     finally:
         feed.cancel()
