@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,18 +40,32 @@ async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
     await asyncio.wait_for(poll(), timeout)
 
 
+@contextlib.asynccontextmanager
+async def feeding(tmp_path: Path, **options: Any) -> AsyncIterator[CountingJobs]:
+    """A counting service whose rows are being followed (which starts its sweeps)."""
+    jobs = CountingJobs(
+        ClusterConnections(INVENTORY),
+        INVENTORY,
+        history=JobHistory(tmp_path / "j.sqlite3"),
+        **options,
+    )
+    feed = asyncio.ensure_future(jobs.row_updates().__anext__())
+    try:
+        yield jobs
+    finally:
+        feed.cancel()
+        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+            await feed
+        await jobs.close()
+
+
 async def test_scans_follow_the_jobs_screen(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(jobs_service, "DISCOVER_START_S", 0.2)
     monkeypatch.setattr(jobs_service, "DISCOVER_EVERY_S", 0.05)
     monkeypatch.setattr(jobs_service, "DISCOVER_UNSEEN_S", 3600.0)
-    jobs = CountingJobs(
-        ClusterConnections(INVENTORY), INVENTORY, history=JobHistory(tmp_path / "j.sqlite3")
-    )
-    rows = jobs.row_updates()
-    feed = asyncio.ensure_future(rows.__anext__())
-    try:
+    async with feeding(tmp_path) as jobs:
         await asyncio.sleep(0.1)
         assert jobs.sweeps == 0  # not while the hosts start their samplers
         await until(lambda: jobs.sweeps == 1)  # the scan after DISCOVER_START_S
@@ -65,11 +80,6 @@ async def test_scans_follow_the_jobs_screen(
         settled = jobs.sweeps
         await asyncio.sleep(0.3)
         assert jobs.sweeps == settled
-    finally:
-        feed.cancel()
-        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-            await feed
-        await jobs.close()
 
 
 async def test_opening_the_jobs_screen_at_start_scans_at_once(
@@ -77,21 +87,11 @@ async def test_opening_the_jobs_screen_at_start_scans_at_once(
 ) -> None:
     monkeypatch.setattr(jobs_service, "DISCOVER_START_S", 3600.0)
     monkeypatch.setattr(jobs_service, "DISCOVER_EVERY_S", 3600.0)
-    jobs = CountingJobs(
-        ClusterConnections(INVENTORY), INVENTORY, history=JobHistory(tmp_path / "j.sqlite3")
-    )
-    rows = jobs.row_updates()
-    feed = asyncio.ensure_future(rows.__anext__())
-    try:
+    async with feeding(tmp_path) as jobs:
         await asyncio.sleep(0.1)
         assert jobs.sweeps == 0
         jobs.jobs_in_view(True)
         await until(lambda: jobs.sweeps == 1)
-    finally:
-        feed.cancel()
-        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-            await feed
-        await jobs.close()
 
 
 async def test_the_first_scan_waits_for_every_hosts_first_sample(
@@ -103,21 +103,8 @@ async def test_the_first_scan_waits_for_every_hosts_first_sample(
     monkeypatch.setattr(jobs_service, "DISCOVER_START_MAX_S", 3600.0)
     monkeypatch.setattr(jobs_service, "DISCOVER_UNSEEN_S", 3600.0)
     sampled = asyncio.Event()
-    jobs = CountingJobs(
-        ClusterConnections(INVENTORY),
-        INVENTORY,
-        history=JobHistory(tmp_path / "j.sqlite3"),
-        hosts_sampled=sampled,
-    )
-    rows = jobs.row_updates()
-    feed = asyncio.ensure_future(rows.__anext__())
-    try:
+    async with feeding(tmp_path, hosts_sampled=sampled) as jobs:
         await asyncio.sleep(0.3)
         assert jobs.sweeps == 0  # DISCOVER_START_S is long past: the event rules
         sampled.set()
         await until(lambda: jobs.sweeps == 1)
-    finally:
-        feed.cancel()
-        with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-            await feed
-        await jobs.close()
