@@ -46,7 +46,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from common import fmt, host_counts, positive_int, print_header  # noqa: E402
 
-from console.hostprogs.sample_schema import QUERY_APPS, query_gpu  # noqa: E402
+from console.hostprogs.sampler.schema import QUERY_APPS, query_gpu  # noqa: E402
 
 PYTHON = sys.executable
 

@@ -39,7 +39,7 @@ from console.inventory import Host, Inventory, load
 from console.jobs import paths
 from console.jobs.history import JobHistory
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
-from console.jobs.runner import JobRunner
+from console.jobs.ssh.runner import JobRunner
 from console.transport.pool import ClusterConnections
 
 TARGET_START_S = 1.0

@@ -4,7 +4,7 @@ Two "hosts" on this machine (two job directories; the supervisors talk TCP on lo
 as they would on a training network), each running ``--procs`` plain Python loops
 started by the real ``jobctl start``; one process exits 3 after ``--crash-after`` s.
 
-- supervised: ``jobctl start`` with the supervisor (console/hostprogs/supervisor.py);
+- supervised: ``jobctl start`` with the supervisor (console/hostprogs/supervisor/program.py);
   latency = the crashed process's exit file -> no process of the job left anywhere;
 - naive (today's console-side way): one ``jobctl watch`` per host read by this process,
   which runs ``jobctl stop`` on every host when it sees a non-zero exit.
@@ -35,8 +35,8 @@ from typing import Any
 
 import psutil
 
-from console.hostprogs.supervisor_source import supervisor_source
-from console.jobs.remote_ops import jobctl_source
+from console.hostprogs.supervisor.source import supervisor_source
+from console.jobs.ssh.remote_ops import jobctl_source
 
 LOOP = "import time\nwhile True: time.sleep(0.2)"
 

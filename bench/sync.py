@@ -30,8 +30,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from sshd_cluster import SshdCluster, unavailable_reason  # noqa: E402
 
 from console.inventory import load  # noqa: E402
-from console.jobs.sync_push import HostSync, sync_hosts  # noqa: E402
-from console.jobs.sync_tree import HashCache, scan_tree  # noqa: E402
+from console.jobs.sync.push import HostSync, sync_hosts  # noqa: E402
+from console.jobs.sync.tree import HashCache, scan_tree  # noqa: E402
 from console.transport.pool import ClusterConnections  # noqa: E402
 
 

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     inventory = load(args.inventory)
     hosts = options.selected_hosts(inventory, args.names, args.tags)
     if args.preflight:
-        from console.jobs.preflight import check_command
+        from console.jobs.preflight.probe import check_command
 
         return check_command(hosts, as_json=args.json)
     checks = asyncio.run(collect(hosts, args.timeout))

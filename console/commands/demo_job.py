@@ -16,8 +16,8 @@ from console import inventory as inventory_module
 from console.errors import ConsoleError
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
-from console.jobs.runner import JobRunner
 from console.jobs.spec import JobSpec, make_spec
+from console.jobs.ssh.runner import JobRunner
 from console.transport.pool import ClusterConnections
 
 MAX_HOSTS = 4

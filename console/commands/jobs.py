@@ -19,9 +19,9 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands import launch_slurm, options
 from console.inventory import Inventory
-from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
+from console.jobs.report.discover import discover
 from console.jobs.service import JobService, make_backend
 from console.transport.pool import ClusterConnections
 

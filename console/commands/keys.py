@@ -30,11 +30,11 @@ from console import inventory as inventory_module
 from console.commands import options
 from console.errors import HostUnavailable, TransportError, UsageError
 from console.hostprogs import keys_program
-from console.hostprogs.ship import HostProgram, shipment
-from console.hostprogs.wire import check_hello
 from console.inventory import Host
 from console.transport.base import HostConnection
+from console.transport.hello import check_hello
 from console.transport.pool import ClusterConnections
+from console.transport.ship import HostProgram, shipment
 
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"  # what asyncssh (and OpenSSH) read by default
 TIMEOUT_S = 60.0

@@ -21,13 +21,11 @@ from console.commands import launch_slurm, options
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
-from console.jobs import remote_ops
 from console.jobs.backend import SshBackend
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import exit_file
-from console.jobs.placement import select_hosts
-from console.jobs.runner import DEFAULT_GRACE_S, Job, JobRunner
+from console.jobs.plan.placement import select_hosts
 from console.jobs.service import (
     HostSynced,
     JobService,
@@ -39,10 +37,12 @@ from console.jobs.service import (
     SyncStarted,
     make_backend,
 )
-from console.jobs.slurm import SlurmBackend, slurm_settings
+from console.jobs.slurm.backend import SlurmBackend, slurm_settings
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import SyncProgress, scan_for_spec
-from console.jobs.sync_tree import SyncTree
+from console.jobs.ssh import remote_ops
+from console.jobs.ssh.runner import DEFAULT_GRACE_S, Job, JobRunner
+from console.jobs.sync.push import SyncProgress, scan_for_spec
+from console.jobs.sync.tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
 from console.logs.prefixes import context_for

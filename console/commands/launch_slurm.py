@@ -4,7 +4,7 @@ Each command module keeps its SSH path and hands a Slurm job here: ``plan`` prin
 batch script, ``launch`` submits it on the inventory's ``slurm.login`` host and follows
 every task's output and Slurm's state until the job ends, ``jobs`` asks Slurm about
 unfinished Slurm jobs, ``stop`` is ``scancel`` and a wait until nothing is left. All of
-it through the backend seam (:class:`console.jobs.slurm.SlurmBackend`).
+it through the backend seam (:class:`console.jobs.slurm.backend.SlurmBackend`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from console.inventory import Inventory
 from console.jobs.backend import SCHEDULERS, Prepared
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
-from console.jobs.report import HostBundle
-from console.jobs.slurm import Connections, SlurmBackend, slurm_settings
-from console.jobs.slurm import format_prepared as format_prepared  # plan.py prints it
-from console.jobs.slurm_report import make_slurm_report
+from console.jobs.report.bundle import HostBundle
+from console.jobs.slurm.backend import Connections, SlurmBackend, slurm_settings
+from console.jobs.slurm.backend import format_prepared as format_prepared  # plan.py prints it
+from console.jobs.slurm.report import make_slurm_report
 from console.jobs.spec import JobSpec
 from console.logs.follower import HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
@@ -207,7 +207,7 @@ async def refresh(
 
 def slurm_ids(history: JobHistory) -> set[str]:
     """The console job ids that are Slurm jobs (any inventory)."""
-    from console.jobs.slurm_store import SlurmStore
+    from console.jobs.slurm.store import SlurmStore
 
     return set(SlurmStore(history.path).all())
 
@@ -231,7 +231,7 @@ async def report(
     inventory: Inventory, history: JobHistory, job_id: str, out: Path
 ) -> tuple[Path, list[HostBundle]]:
     """``report`` of a Slurm job (``commands/report.py`` prints it): the login host's
-    job directory and Slurm's record (jobs/slurm_report.py)."""
+    job directory and Slurm's record (jobs/slurm/report.py)."""
     login = slurm_settings(inventory).login
     async with ClusterConnections(inventory.select([login])) as pool:
         await pool.wait_settled()

@@ -28,8 +28,8 @@ from console.commands import options
 from console.display import job_ended_text, log_line_text
 from console.errors import JobError
 from console.inventory import Host, Inventory
-from console.jobs.discover import merge, scan_hosts
 from console.jobs.history import JobHistory, JobRecord
+from console.jobs.report.discover import merge, scan_hosts
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import LogBatch, LogLine
 from console.logs.targets import targets_from_listing, targets_from_plan

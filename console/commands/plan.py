@@ -19,9 +19,9 @@ from console.commands import launch_slurm
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
-from console.jobs.planner import plan as make_plan
-from console.jobs.sync_push import scan_for_spec, spec_in_tree
-from console.jobs.sync_tree import SyncTree
+from console.jobs.plan.planner import plan as make_plan
+from console.jobs.sync.push import scan_for_spec, spec_in_tree
+from console.jobs.sync.tree import SyncTree
 
 
 def register(sub: Any) -> None:

@@ -23,9 +23,9 @@ from console import inventory as inventory_module
 from console.commands import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
-from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobRecord
-from console.jobs.report import HostBundle, make_report
+from console.jobs.report.bundle import HostBundle, make_report
+from console.jobs.report.discover import discover
 from console.transport.pool import ClusterConnections
 
 

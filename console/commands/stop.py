@@ -18,9 +18,9 @@ from console.commands import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord, inventory_key
-from console.jobs.runner import DEFAULT_GRACE_S
 from console.jobs.service import JobService, make_backend
-from console.jobs.slurm import slurm_settings
+from console.jobs.slurm.backend import slurm_settings
+from console.jobs.ssh.runner import DEFAULT_GRACE_S
 from console.transport.pool import ClusterConnections
 
 

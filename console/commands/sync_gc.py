@@ -21,7 +21,7 @@ from console import inventory as inventory_module
 from console.commands import options
 from console.display import byte_size
 from console.inventory import Host
-from console.jobs.sync_gc import DEFAULT_KEEP, HostGc, gc_hosts
+from console.jobs.sync.gc import DEFAULT_KEEP, HostGc, gc_hosts
 from console.transport.pool import ClusterConnections
 
 

@@ -41,7 +41,7 @@ from console.export.shape import JobShape, job_shape
 from console.inventory import Inventory
 from console.jobs.models import JobKind
 from console.jobs.paths import shell_word
-from console.jobs.plan_ddp import torchrun_command
+from console.jobs.plan.ddp import torchrun_command
 from console.jobs.spec import JobSpec, spec_with
 
 # #SBATCH values are read by sbatch, not a shell: only plain words are written there.
@@ -284,7 +284,7 @@ def sbatch_export(
 
 
 def backend_script(inventory: Inventory) -> Callable[..., tuple[str, tuple[str, ...]]]:
-    """The Slurm backend's script writer (``jobs/slurm.py`` ``ScriptWriter``): this
+    """The Slurm backend's script writer (``jobs/slurm/backend.py`` ``ScriptWriter``): this
     module's script for ``spec`` on ``nodes`` nodes with the inventory's ``slurm:``
     defaults; the login host lends its Python and interface."""
     settings = inventory.slurm

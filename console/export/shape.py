@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from console.errors import JobSpecError
 from console.inventory import Inventory
 from console.jobs.models import JobKind
-from console.jobs.placement import Placement, place, step_split, substitute
-from console.jobs.plan_mpi import THREAD_CAPS
-from console.jobs.plan_ps import DEFAULT_PS_TASKS
+from console.jobs.plan.mpi import THREAD_CAPS
+from console.jobs.plan.placement import Placement, place, step_split, substitute
+from console.jobs.plan.ps import DEFAULT_PS_TASKS
 from console.jobs.spec import JobSpec, spec_with
 
 # torchrun's own default rendezvous port, used when the spec names none (the console's

@@ -3,7 +3,7 @@
 Runs after the host's setup line, with the interpreter jobs will use, so the versions
 it reports are the ones the job will see. Standard library only; prints its hello
 (``{"program": "preflight", "v": VERSION}``), then one JSON line, read by
-``console/jobs/probe_report.py``.
+``console/jobs/preflight/probe_report.py``.
 """
 
 from __future__ import annotations

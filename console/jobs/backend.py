@@ -19,7 +19,7 @@ allocation the same way:
   (host, path, rank attribution, done markers).
 
 :class:`SshBackend` wraps :class:`JobRunner`'s public methods (no policy here);
-:mod:`console.jobs.slurm` is the Slurm backend. :mod:`console.jobs.service` is the one
+:mod:`console.jobs.slurm.backend` is the Slurm backend. :mod:`console.jobs.service` is the one
 caller: the CLI and the UI launch, stop and ask through it. A Kubernetes backend is one
 more class with these methods, and one more name in :data:`SCHEDULERS` and
 ``service.make_backend``.
@@ -35,9 +35,9 @@ from typing import Protocol
 from console.inventory import Inventory
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.preflight_job import preflight_job
-from console.jobs.runner import Job, JobRunner, StopReport
+from console.jobs.preflight.job import preflight_job
 from console.jobs.spec import JobSpec
+from console.jobs.ssh.runner import Job, JobRunner, StopReport
 
 SCHEDULERS = ("ssh", "slurm")
 

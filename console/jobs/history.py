@@ -124,7 +124,7 @@ class JobRecord:
     fail_fast: bool
     plan: JobPlan
     failure: str | None
-    # What the hosts' supervisors recorded (console/jobs/discover.py DiscoveredJob.view):
+    # What the hosts' supervisors recorded (console/jobs/report/discover.py DiscoveredJob.view):
     # "supervisor" state, "hung", "hang", "unsupervised" hosts, "first_failure"; None
     # until a console read the job from its hosts.
     host_view: dict[str, Any] | None = None

@@ -21,10 +21,10 @@ from __future__ import annotations
 import secrets
 import time
 
-from console.hostprogs.ship import shell_join as shell_join  # re-exported: paths' quoting
-from console.hostprogs.ship import shell_word as shell_word
 from console.jobs.models import JOBS_SUBDIR
 from console.names import path_stem
+from console.transport.ship import shell_join as shell_join  # re-exported: paths' quoting
+from console.transport.ship import shell_word as shell_word
 
 
 def new_job_id(name: str, now: float | None = None) -> str:
@@ -42,7 +42,7 @@ def job_dir(work_dir: str, job_id: str) -> str:
     return f"{base}/{JOBS_SUBDIR}/{job_id}"
 
 
-# Suffixes after a process's name; console/hostprogs/jobctl_common.py (which cannot import
+# Suffixes after a process's name; console/hostprogs/jobctl/common.py (which cannot import
 # this module on a host) spells the same ones, and a contract test keeps them equal.
 STDOUT_SUFFIX = ".out"
 STDERR_SUFFIX = ".err"
@@ -86,7 +86,7 @@ def ranks_dir(job_dir_path: str) -> str:
 
 
 def rank_dir(job_dir_path: str, rank: int | str) -> str:
-    """One MPI/Horovod rank's output, on the host it runs on (``console/jobs/mpi_ranks.py``)."""
+    """One MPI/Horovod rank's output, on the host it runs on (``jobs/plan/mpi_ranks.py``)."""
     return f"{ranks_dir(job_dir_path)}/rank.{rank}"
 
 
@@ -97,7 +97,7 @@ def rank_done(job_dir_path: str, rank: int | str) -> str:
     return f"{rank_dir(job_dir_path, rank)}/{RANK_DONE}"
 
 
-# Hang detection (console/hostprogs/hang_capture.py spells the same names; a contract
+# Hang detection (console/hostprogs/supervisor/hang_capture.py spells the same names; a contract
 # test keeps them equal): captures, the hook's stack files and the flight recorder's
 # dumps in hang/, the job's sitecustomize in python/, GPU samples beside the logs.
 HANG_DIR = "hang"

@@ -22,12 +22,12 @@ from console.errors import PreflightError, UsageError
 from console.inventory import Inventory
 from console.jobs.backend import SCHEDULERS, BackendStatus, JobBackend, Prepared, SshBackend
 from console.jobs.history import JobHistory
-from console.jobs.preflight import PreflightReport
-from console.jobs.runner import DEFAULT_GRACE_S, JobRunner, StopReport
-from console.jobs.slurm import Connections, ScriptWriter, SlurmBackend
+from console.jobs.preflight.probe import PreflightReport
+from console.jobs.slurm.backend import Connections, ScriptWriter, SlurmBackend
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import HostSync, SyncProgress, scan_for_spec, spec_in_tree, sync_hosts
-from console.jobs.sync_tree import SyncTree
+from console.jobs.ssh.runner import DEFAULT_GRACE_S, JobRunner, StopReport
+from console.jobs.sync.push import HostSync, SyncProgress, scan_for_spec, spec_in_tree, sync_hosts
+from console.jobs.sync.tree import SyncTree
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from pydantic import (
 
 from console.errors import JobSpecError
 from console.jobs.models import JobKind
-from console.jobs.netpresets import NetPreset
+from console.jobs.plan.netpresets import NetPreset
 from console.jobs.spec_options import (
     DEFAULT_HANG_TIMEOUT,
     RAY_FIELDS,
@@ -101,7 +101,7 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, BaseModel):
     name: str | None = None  # None: derived from kind and program
     fail_fast: bool = True
     horovod_launcher: Literal["gloo", "mpi"] = "gloo"
-    net: NetPreset = "auto"  # network preset (console/jobs/netpresets.py)
+    net: NetPreset = "auto"  # network preset (console/jobs/plan/netpresets.py)
     ib_hca: str | None = None  # NCCL_IB_HCA for --net ib/roce, e.g. mlx5_0,mlx5_1
 
     # Seconds without progress (no log line, no step) while processes live -> hung;
@@ -111,7 +111,7 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, BaseModel):
     sync: str | None = None  # a local directory put on every host (console/jobs/sync_*.py)
     sync_max_size: int | None = None  # bytes; None: sync_tree.DEFAULT_MAX_TOTAL
     sync_max_file: int | None = None  # bytes; None: sync_tree.DEFAULT_MAX_FILE
-    # ray kind (console/jobs/plan_ray.py): each node's object store (bytes; None: Ray's
+    # ray kind (console/jobs/plan/ray.py): each node's object store (bytes; None: Ray's
     # default share of memory), where the head's dashboard listens (None: 127.0.0.1 and
     # the master port + 1).
     ray_object_store: int | None = None

@@ -12,7 +12,7 @@ import math
 
 from pydantic import field_validator
 
-from console.jobs.sync_tree import parse_size
+from console.jobs.sync.tree import parse_size
 
 # Hang detection: well under NCCL's 10-minute watchdog, long enough for a slow first step.
 DEFAULT_HANG_TIMEOUT = 300.0
@@ -29,7 +29,7 @@ def no_control_chars(value: str, what: str) -> str:
 
 
 class NetChecks:
-    """``ib_hca`` (``--ib-hca``, for the network presets of console/jobs/netpresets.py)."""
+    """``ib_hca`` (``--ib-hca``, for the network presets of console/jobs/plan/netpresets.py)."""
 
     @field_validator("ib_hca")
     @classmethod

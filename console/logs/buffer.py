@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 
-from console.jobs.failure_lines import ERROR_HINTS, ERROR_PATTERN
+from console.jobs.ssh.failure_lines import ERROR_HINTS, ERROR_PATTERN
 from console.logs.chunks import (
     MERGE_CHARS,
     Chunk,

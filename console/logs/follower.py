@@ -24,12 +24,12 @@ from typing import Any
 
 from console.errors import FollowError, HostUnavailable, JobError, TransportError
 from console.hostprogs import follow_program
-from console.hostprogs.ship import HostProgram, shipment
-from console.hostprogs.wire import check_hello, hello
 from console.logs.frames import Data, End, Frame, Hello, Note, Position, read_frames
 from console.logs.models import FileCursor, FollowNote, LineRun, LineRuns, LogBatch
 from console.logs.prefixes import FileAttribution, FileContext, guess_context
 from console.transport.base import HostConnection, RemoteProcess
+from console.transport.hello import check_hello, hello
+from console.transport.ship import HostProgram, shipment
 from console.transport.streams import stderr_summary
 
 MAX_LINE = 32768  # bytes; longer lines are split into pieces (the follower does it)

@@ -20,11 +20,11 @@ from typing import Any
 from console.errors import TransportError
 from console.hostprogs import facts_program
 from console.hostprogs.facts_shell import FACTS_SHELL
-from console.hostprogs.ship import HostProgram, python_command, shell_word, with_setup
-from console.hostprogs.wire import check_hello
 from console.inventory import Host
 from console.probe.nvsmi_csv import parse_query_gpu
 from console.transport.base import HostConnection
+from console.transport.hello import check_hello
+from console.transport.ship import HostProgram, python_command, shell_word, with_setup
 
 MARKER = facts_program.MARKER
 GPU_QUERY = facts_program.GPU_QUERY
@@ -79,7 +79,7 @@ class HostFacts:
 def facts_command(host: Host) -> tuple[str, str]:
     """(shell line, stdin) that print the facts lines on ``host``.
 
-    ``setup`` runs first (:func:`console.hostprogs.ship.with_setup`); everything else
+    ``setup`` runs first (:func:`console.transport.ship.with_setup`); everything else
     is quoted.
     """
     work_dir = shlex.quote(host.work_dir)

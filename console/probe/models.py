@@ -3,7 +3,7 @@
 A figure a driver (or a host) does not report is ``None``: never 0, which would read
 as "idle" or "cold" on a panel. ``to_json`` helpers give the documented JSON shape
 of ``distconsole gpus --json``. The GPU, process and host figures are those of
-``console/hostprogs/sample_schema.py`` (a contract test keeps the two in step).
+``console/hostprogs/sampler/schema.py`` (a contract test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from console.hostprogs.sample_schema import GPU_FIELDS, GPU_PROCESSES, names
+from console.hostprogs.sampler.schema import GPU_FIELDS, GPU_PROCESSES, names
 from console.transport.base import HostState
 
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from console.hostprogs.sample_schema import GPU_FIELDS, QUERY_APPS, query_gpu
+from console.hostprogs.sampler.schema import GPU_FIELDS, QUERY_APPS, query_gpu
 from console.probe import values
 from console.probe.models import GpuProcess, GpuSample
 

@@ -1,9 +1,9 @@
 """Console side of the sampler: the command and program sent to a host, and decoding
 the JSON lines it writes back into :class:`HostSample`.
 
-The program is ``console/hostprogs/sampler_program.py`` with the files it needs sent
+The program is ``console/hostprogs/sampler/program.py`` with the files it needs sent
 ahead of it; its lines are decoded with the same field tables it writes them from
-(``console/hostprogs/sample_schema.py``).
+(``console/hostprogs/sampler/schema.py``).
 """
 
 from __future__ import annotations
@@ -16,28 +16,29 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from console.hostprogs import sample_schema, sampler_program
-from console.hostprogs.sample_schema import (
+from console.hostprogs.sampler import program as sampler_program
+from console.hostprogs.sampler import schema as sample_schema
+from console.hostprogs.sampler.schema import (
     GPU_FIELDS,
     GPU_PROCESSES,
     HOST_FIELDS,
     PROCESS_FIELDS,
     PROCESS_OWNER_FIELDS,
 )
-from console.hostprogs.ship import HostProgram, shipment, with_setup
-from console.hostprogs.wire import check_hello
 from console.inventory import Host
 from console.probe import nvsmi_csv
 from console.probe.models import GpuProcess, GpuSample, HostSample
+from console.transport.hello import check_hello
+from console.transport.ship import HostProgram, shipment, with_setup
 
 _HOSTPROGS = Path(sample_schema.__file__).resolve().parent
 # In this order: each file's names are defined before the next one uses them.
 PROGRAM_FILES = (
-    "sample_schema.py",
+    "schema.py",
     "simulated.py",
-    "sampler_gpus.py",
-    "sampler_host.py",
-    "sampler_program.py",
+    "gpus.py",
+    "host.py",
+    "program.py",
 )
 _FUTURE = "from __future__ import annotations"
 

@@ -21,12 +21,12 @@ from dataclasses import replace
 from typing import Protocol
 
 from console.errors import TransportError
-from console.hostprogs import sampler_program
-from console.hostprogs.ship import HostProgram, Shipment, python_command, shell_join, with_setup
+from console.hostprogs.sampler import program as sampler_program
 from console.inventory import Host
 from console.probe.models import HostSample, HostView
 from console.probe.sampler import SampleReader, program_source
 from console.transport.base import HostConnection, HostState, RemoteProcess
+from console.transport.ship import HostProgram, Shipment, python_command, shell_join, with_setup
 from console.transport.streams import stderr_summary
 
 SAMPLE_TIMEOUT_S = 60.0  # srun's step start waits on slurmctld and the node's slurmd
@@ -93,7 +93,7 @@ async def sample_through_srun(
 
 
 class SlurmJobOnNode(Protocol):
-    """What :func:`srun_targets` reads of ``console.jobs.slurm_queue.SlurmJobOnNode``
+    """What :func:`srun_targets` reads of ``console.jobs.slurm.queue.SlurmJobOnNode``
     (probe and jobs are sibling layers: neither imports the other)."""
 
     @property

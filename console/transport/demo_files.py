@@ -18,12 +18,12 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ruamel.yaml import YAML
 
-if TYPE_CHECKING:
-    from console.transport.demo import DemoCluster, DemoNode
+from console.transport.demo_shapes import DemoClusterShape as DemoCluster
+from console.transport.demo_shapes import DemoHostShape as DemoNode
 
 DEMO_GPUS = 4
 # Every demo host is this machine: ranks, daemons and rendezvous talk over loopback.

@@ -13,12 +13,11 @@ import contextlib
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import asyncssh
 
-if TYPE_CHECKING:
-    from console.transport.demo import DemoNode
+from console.transport.demo_shapes import DemoHostShape as DemoNode
 
 _CHUNK = 65536
 

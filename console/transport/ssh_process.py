@@ -10,23 +10,31 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import asyncssh
 
 from console.errors import TransportError
+from console.inventory import Host
 from console.transport.base import RemoteProcess
 from console.transport.streams import StderrTail
 
-if TYPE_CHECKING:
-    from console.transport.ssh import SshConnection
+
+class ProcessOwner(Protocol):
+    """What a process needs of its connection (:class:`~console.transport.ssh.SshConnection`):
+    its host for messages, and being told that the link carried data."""
+
+    @property
+    def host(self) -> Host: ...
+    def touch(self) -> None: ...
+
 
 # Read size for byte streams: asyncssh hands over what is buffered, up to this much.
 CHUNK_BYTES = 1 << 18
 
 
 class SshRemoteProcess(RemoteProcess):
-    def __init__(self, connection: SshConnection, process: asyncssh.SSHClientProcess[Any]) -> None:
+    def __init__(self, connection: ProcessOwner, process: asyncssh.SSHClientProcess[Any]) -> None:
         self._connection = connection
         self._process = process
         self._binary = False  # set by start_bytes: the channel carries bytes, not str

@@ -56,7 +56,7 @@ from console.ui.theming import (
 from console.ui.workers import AppFeeds
 
 if TYPE_CHECKING:
-    from console.jobs.slurm_queue import SlurmJobOnNode
+    from console.jobs.slurm.queue import SlurmJobOnNode
     from console.probe.monitor import ClusterMonitor
 
 

@@ -21,18 +21,18 @@ from console.errors import ConsoleError
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs.backend import JobBackend, SshBackend
-from console.jobs.discover import discover
 from console.jobs.history import JobHistory, JobSummary
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import new_job_id
-from console.jobs.report import host_view_lines, make_report
-from console.jobs.runner import Job, JobRunner, StopReport
+from console.jobs.report.bundle import host_view_lines, make_report
+from console.jobs.report.discover import discover
 from console.jobs.service import EventCallback, JobService, LaunchEvent
-from console.jobs.slurm import SlurmBackend
-from console.jobs.slurm_report import make_slurm_report
-from console.jobs.slurm_store import SlurmStore
+from console.jobs.slurm.backend import SlurmBackend
+from console.jobs.slurm.report import make_slurm_report
+from console.jobs.slurm.store import SlurmStore
 from console.jobs.spec import JobSpec
-from console.jobs.sync_push import TREE_ID_PLACEHOLDER, ProgressCallback, SyncProgress
+from console.jobs.ssh.runner import Job, JobRunner, StopReport
+from console.jobs.sync.push import TREE_ID_PLACEHOLDER, ProgressCallback, SyncProgress
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
 
@@ -64,7 +64,7 @@ class JobRow:
     hosts: tuple[str, ...]
     ranks: int
     failure: str
-    # What the hosts' supervisors add (a dead supervisor, a hang): jobs/report.py's lines.
+    # What the hosts' supervisors add (a dead supervisor, a hang): jobs/report/bundle.py's lines.
     notes: tuple[str, ...] = ()
 
     def duration(self, now: float) -> float:

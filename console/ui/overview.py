@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from console.jobs.slurm_queue import SlurmJobOnNode
+from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import GpuSample, HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts

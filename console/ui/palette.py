@@ -3,19 +3,43 @@ from any screen; the app adds Textual's (quit, theme picker) after them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from textual.app import SystemCommand
 
+from console.ui.screens.cluster import ClusterScreen
+from console.ui.screens.hosts import HostsScreen
+from console.ui.screens.jobs import JobsScreen
+from console.ui.services import Services
 from console.ui.theming import bundled_themes
 
-if TYPE_CHECKING:
-    from console.ui.app import DistConsoleApp
+
+class PaletteApp(Protocol):
+    """What the palette reaches of the app (:class:`~console.ui.app.DistConsoleApp`): its
+    screens and actions. Declared here so the palette never imports the app that lists it."""
+
+    services: Services
+    hosts_screen: HostsScreen
+    cluster_screen: ClusterScreen
+    jobs_screen: JobsScreen
+
+    def action_show_hosts(self) -> None: ...
+    def action_show_gpus(self) -> None: ...
+    def action_show_jobs(self) -> None: ...
+    def action_launch(self) -> None: ...
+    def action_help(self) -> None: ...
+    def action_cycle_theme(self) -> None: ...
+    def action_save_screenshot(self) -> None: ...
+    def stop_selected_job(self) -> None: ...
+    def logs_of_selected_job(self) -> None: ...
+    def run_on(self, mode: str, action: Callable[[], None]) -> None: ...
+    def set_theme(self, name: str) -> None: ...
+    def call_after_refresh(self, callback: Callable[..., Any], *args: Any) -> bool: ...
 
 
-def palette_commands(app: DistConsoleApp) -> Iterator[SystemCommand]:
+def palette_commands(app: PaletteApp) -> Iterator[SystemCommand]:
     yield SystemCommand("Hosts", "Show every host and its connection state", app.action_show_hosts)
     yield SystemCommand("GPUs", "Show every GPU of every host, live", app.action_show_gpus)
     yield SystemCommand("Jobs", "Show every job: state, hosts, ranks", app.action_show_jobs)

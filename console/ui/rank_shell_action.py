@@ -1,5 +1,5 @@
 """The console's shell key (``!`` on the jobs and logs screens): a shell on the host of a
-rank, in the job's working directory with its environment (``jobs/rank_shell.py`` builds
+rank, in the job's working directory with its environment (``jobs/ssh/rank_shell.py`` builds
 the ``ssh -t`` command), with the terminal handed over and taken back.
 
 The console is suspended (``App.suspend()``) while the shell runs: its event loop waits
@@ -31,7 +31,7 @@ from textual.screen import Screen
 
 from console.errors import ConsoleError
 from console.jobs.models import JobPlan
-from console.jobs.rank_shell import ShellTarget, rank_place, rank_shell_argv, shell_targets
+from console.jobs.ssh.rank_shell import ShellTarget, rank_place, rank_shell_argv, shell_targets
 from console.transport.base import HostState
 from console.ui.screens.choose_rank import ChooseRank, target_label
 from console.ui.services import Services

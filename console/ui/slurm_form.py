@@ -16,7 +16,7 @@ from textual.widgets import Input, Label, Select, Static
 from console.errors import ConsoleError
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
-from console.jobs.slurm import format_prepared, prepare_offline
+from console.jobs.slurm.backend import format_prepared, prepare_offline
 from console.jobs.spec import JobSpec
 
 SCHEDULERS = ("ssh", "slurm")

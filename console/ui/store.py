@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from console.jobs.slurm_queue import SlurmJobOnNode
+from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.gpu_history import GpuHistory

@@ -30,7 +30,7 @@ from console.ui.messages import (
 from console.ui.services import Services
 
 if TYPE_CHECKING:
-    from console.jobs.slurm_queue import SlurmJobOnNode
+    from console.jobs.slurm.queue import SlurmJobOnNode
     from console.probe.models import HostView
 
 
@@ -84,7 +84,7 @@ class AppFeeds:
             self.statuses_inbox.put(status)
 
     async def _follow_slurm(self, connections: HostStatusSource) -> None:
-        from console.jobs.slurm_queue import SlurmQueuePoller, with_console_jobs
+        from console.jobs.slurm.queue import SlurmQueuePoller, with_console_jobs
         from console.transport.pool import ClusterConnections
 
         if not isinstance(connections, ClusterConnections):
@@ -102,7 +102,7 @@ class AppFeeds:
         import sqlite3
 
         from console.errors import JobError
-        from console.jobs.slurm_store import SlurmStore
+        from console.jobs.slurm.store import SlurmStore
 
         jobs = self._services.jobs
         if jobs is None or not jobs.history.path.exists():

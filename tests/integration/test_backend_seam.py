@@ -19,9 +19,9 @@ from console.inventory import Inventory, load
 from console.jobs.backend import BackendStatus, JobBackend, SshBackend
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
-from console.jobs.runner import JobRunner
 from console.jobs.service import JobService, LaunchEvent, Phase, make_backend
 from console.jobs.spec import make_spec
+from console.jobs.ssh.runner import JobRunner
 from console.transport.pool import ClusterConnections
 from console.ui.jobs_service import JobsService
 from tests.integration.test_jobs_cli import dc, live_processes

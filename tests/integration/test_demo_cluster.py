@@ -24,7 +24,7 @@ from console.commands.demo_job import demo_spec
 from console.inventory import load
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
-from console.jobs.runner import JobRunner
+from console.jobs.ssh.runner import JobRunner
 from console.transport.demo import DemoCluster
 from console.transport.pool import ClusterConnections
 from tests.integration.test_demo import REPO, Served, _end, _start_serve

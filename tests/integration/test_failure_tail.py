@@ -11,10 +11,10 @@ import pytest
 from sshd_cluster import SshdCluster
 
 from console.inventory import load
-from console.jobs import remote_ops
-from console.jobs.failure_tail import read_failure_tail
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
+from console.jobs.ssh import remote_ops
+from console.jobs.ssh.failure_tail import read_failure_tail
 from console.transport.pool import ClusterConnections
 
 pytestmark = [pytest.mark.sshd]

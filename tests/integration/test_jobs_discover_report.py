@@ -86,7 +86,7 @@ def test_fresh_data_dir_discovers_jobs_and_their_recorded_state(sshd_cluster, tm
     assert job["state"] == "running" and not job["unsupervised"]
 
     # The supervisor dies while the ranks run on: killed for real when the job has
-    # one (console/hostprogs/supervisor.py), else its pid file names a dead process.
+    # one (console/hostprogs/supervisor/program.py), else its pid file names a dead process.
     for host in (0, 1):
         # A follower's supervisor files carry its host's name (homes may be shared).
         name = "supervisor.pid" if host == 0 else f"supervisor.node{host}.pid"

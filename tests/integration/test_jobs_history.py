@@ -8,7 +8,7 @@ from pathlib import Path
 from console.inventory import Host
 from console.jobs.history import JobHistory, plan_from_json, plan_to_json
 from console.jobs.models import JobKind, JobPlan, JobState, LogFile, RankLaunch, Upload
-from console.jobs.remote_ops import wrapper_script
+from console.jobs.ssh.remote_ops import wrapper_script
 
 
 def sample_plan(job_id: str = "ddp-x-20260101-000000-abcdef") -> JobPlan:

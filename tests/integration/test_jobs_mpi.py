@@ -26,8 +26,8 @@ from sshd_cluster import SETUP_LINE, SshdCluster
 from console.inventory import load
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.runner import Job, JobRunner
 from console.jobs.spec import make_spec
+from console.jobs.ssh.runner import Job, JobRunner
 from console.transport.pool import ClusterConnections
 
 VENV_BIN = Path(SETUP_LINE.split()[-1]).parent

@@ -24,8 +24,8 @@ from console.errors import JobError
 from console.inventory import load
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.runner import JobRunner
 from console.jobs.spec import make_spec
+from console.jobs.ssh.runner import JobRunner
 from console.transport.base import HostState
 from console.transport.pool import ClusterConnections
 

@@ -26,11 +26,11 @@ from sshd_cluster import CLUSTER_KNOWN_HOSTS, SshdCluster
 from console.inventory import load
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
-from console.jobs.planner import plan
-from console.jobs.preflight import PreflightReport
-from console.jobs.preflight_job import preflight_job
-from console.jobs.runner import JobRunner
+from console.jobs.plan.planner import plan
+from console.jobs.preflight.job import preflight_job
+from console.jobs.preflight.probe import PreflightReport
 from console.jobs.spec import make_spec
+from console.jobs.ssh.runner import JobRunner
 from console.transport.pool import ClusterConnections
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow, pytest.mark.mpi]

@@ -12,9 +12,9 @@ from sshd_cluster import SshdCluster
 
 from console.errors import JobError
 from console.inventory import load
-from console.jobs.planner import plan
-from console.jobs.rank_shell import rank_shell_argv
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
+from console.jobs.ssh.rank_shell import rank_shell_argv
 from console.ui.rank_shell_action import SSH_FAILED, with_error_log
 
 pytestmark = [pytest.mark.sshd]

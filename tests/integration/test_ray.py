@@ -21,7 +21,7 @@ import psutil
 import pytest
 from sshd_cluster import SshdCluster
 
-from console.jobs import plan_ray
+from console.jobs.plan import ray as plan_ray
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from slurm_cluster import SlurmCluster, slurm_with_login, unavailable_reason
 from sshd_cluster import unavailable_reason as sshd_unavailable
 
 from console.inventory import Inventory
-from console.jobs.slurm_queue import SlurmJobOnNode, SlurmQueuePoller
+from console.jobs.slurm.queue import SlurmJobOnNode, SlurmQueuePoller
 from console.probe.srun_sampler import sample_through_srun
 from console.transport.pool import ClusterConnections
 

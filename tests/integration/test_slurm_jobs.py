@@ -28,7 +28,7 @@ from sshd_cluster import unavailable_reason as sshd_unavailable
 
 from console.inventory import load as load_inventory
 from console.jobs.history import JobHistory
-from console.jobs.slurm_store import SlurmStore
+from console.jobs.slurm.store import SlurmStore
 from console.jobs.spec import make_spec
 from console.transport.pool import ClusterConnections
 from console.ui.jobs_service import JobsService

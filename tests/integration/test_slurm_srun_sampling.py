@@ -23,7 +23,7 @@ from slurm_cluster import SlurmCluster, slurm_with_login, unavailable_reason
 from sshd_cluster import unavailable_reason as sshd_unavailable
 
 from console.inventory import Inventory
-from console.jobs.slurm_queue import SlurmQueuePoller
+from console.jobs.slurm.queue import SlurmQueuePoller
 from console.probe.models import HostView
 from console.probe.monitor import ClusterMonitor
 from console.transport.base import HostState

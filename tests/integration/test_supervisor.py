@@ -20,7 +20,7 @@ import psutil
 import pytest
 from sshd_cluster import SshdCluster
 
-from console.hostprogs.supervisor_wire import wire_pack
+from console.hostprogs.supervisor.wire import wire_pack
 from tests.integration.test_jobs_cli import (
     CLI,
     assert_nothing_left,

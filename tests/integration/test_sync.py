@@ -17,8 +17,8 @@ import pytest
 from sshd_cluster import SshdCluster, unavailable_reason
 
 from console import inventory as inventory_module
-from console.jobs.sync_push import SyncProgress, sync_hosts
-from console.jobs.sync_tree import HashCache, SyncTree, scan_tree
+from console.jobs.sync.push import SyncProgress, sync_hosts
+from console.jobs.sync.tree import HashCache, SyncTree, scan_tree
 from console.transport.pool import ClusterConnections
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]

@@ -17,8 +17,8 @@ import pytest
 from sshd_cluster import SshdCluster
 
 from console import inventory as inventory_module
-from console.jobs.sync_push import sync_hosts
-from console.jobs.sync_tree import REMOTE_ROOT, SyncTree, scan_tree
+from console.jobs.sync.push import sync_hosts
+from console.jobs.sync.tree import REMOTE_ROOT, SyncTree, scan_tree
 from console.transport.pool import ClusterConnections
 from tests.integration.test_jobs_cli import dc
 

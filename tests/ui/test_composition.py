@@ -15,7 +15,7 @@ from ui_fixtures import FROZEN_NOW, gpu_inventory, gpu_views
 from console.errors import UsageError
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 from console.settings import DEFAULT_SETTINGS, Settings, make_settings
 from console.transport.base import HostState, HostStatus

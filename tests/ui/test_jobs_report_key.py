@@ -1,7 +1,7 @@
 """The jobs screen's report key (``r``) and the notes under the selected job, with Pilot.
 
 The rows come the way the console reads them: a history record whose hosts' view (what
-``jobs/discover.py`` merges from the supervisors: a dead supervisor, a hang) becomes the
+``jobs/report/discover.py`` merges from the supervisors: a dead supervisor, a hang) becomes the
 row's notes through ``JobsService.history_rows``. The report is written by the real
 ``make_report`` into a temporary working directory; the job's hosts are never connected
 (addresses nobody answers), so the bundle says so host by host, as it does for a host
@@ -20,7 +20,7 @@ from ui_fixtures import FROZEN_NOW
 from console.inventory import Host, Inventory
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 from console.transport.pool import ClusterConnections
 from console.ui.app import DistConsoleApp

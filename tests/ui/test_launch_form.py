@@ -14,7 +14,7 @@ from textual.widgets import Input, Select, Static
 from ui_fixtures import FROZEN_NOW
 
 from console.inventory import Host, Inventory
-from console.jobs.sync_push import TREE_ID_PLACEHOLDER
+from console.jobs.sync.push import TREE_ID_PLACEHOLDER
 from console.ui.app import DistConsoleApp
 from console.ui.screens.launch import LaunchScreen, form_to_spec
 

@@ -2,7 +2,7 @@
 store, dashboard host and port) and the bundled Ray example, the preview shows the head's
 ``ray start --head`` with the ports and the dashboard's address, the other hosts' ``ray
 start --address``, and a bad value is refused under the field it concerns. No hosts: the
-preview is the real planner (jobs/plan_ray.py)."""
+preview is the real planner (jobs/plan/ray.py)."""
 
 from __future__ import annotations
 

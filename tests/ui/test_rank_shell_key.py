@@ -1,6 +1,6 @@
 """The shell key (``!``) on the jobs and logs screens, with Pilot: bound, in the footer,
 the help and the palette; what it says when it cannot open a shell; and the argv it
-hands the terminal to, which must be the one ``jobs/rank_shell.py`` builds for the rank
+hands the terminal to, which must be the one ``jobs/ssh/rank_shell.py`` builds for the rank
 chosen. The terminal hand-over is the screens' ``shell_runner`` seam (a recorder here:
 there is no terminal under Pilot); the real ssh command runs against real sshd hosts
 in tests/integration/test_rank_shell.py, and Pilot's headless driver shows the real
@@ -21,9 +21,9 @@ from ui_fixtures import FROZEN_NOW
 from console.inventory import Host, Inventory
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.planner import plan
-from console.jobs.rank_shell import rank_shell_argv, shell_targets
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
+from console.jobs.ssh.rank_shell import rank_shell_argv, shell_targets
 from console.transport.base import HostState, HostStatus
 from console.transport.pool import ClusterConnections
 from console.ui.app import DistConsoleApp

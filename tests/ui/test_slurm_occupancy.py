@@ -1,5 +1,5 @@
 """Slurm jobs on the GPU screen, driven with Pilot: a fixed occupancy (what the squeue
-poller, ``console/jobs/slurm_queue.py``, yields) goes through the app's own store, as
+poller, ``console/jobs/slurm/queue.py``, yields) goes through the app's own store, as
 the app's worker would hand it, over the dense fixtures' 256 hosts (no Slurm needed;
 ``tests/integration/test_slurm_gpu_screen.py`` runs the poller against a real one).
 
@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 from ui_fixtures import FROZEN_NOW
 
-from console.jobs.slurm_queue import SlurmJobOnNode, with_console_jobs
+from console.jobs.slurm.queue import SlurmJobOnNode, with_console_jobs
 from console.ui.app import DistConsoleApp
 from console.ui.overview import ClusterSummary, HostTotals, summary_text
 from console.ui.screens.cluster import ClusterScreen

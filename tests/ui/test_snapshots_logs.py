@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from ui_fixtures import FROZEN_NOW
 
 from console.inventory import Host, Inventory
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 from console.logs.models import LogBatch, LogLine
 from console.ui.app import DistConsoleApp

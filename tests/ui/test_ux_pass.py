@@ -10,7 +10,7 @@ from textual.widgets._footer import FooterKey
 from ui_fixtures import FROZEN_NOW, fixed_statuses, static_inventory
 
 from console.jobs.models import JobState
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 from console.logs.models import LogBatch, LogLine
 from console.logs.steps import StepTracker

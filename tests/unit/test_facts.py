@@ -16,7 +16,6 @@ import pytest
 
 from console.errors import TransportError
 from console.hostprogs import facts_program
-from console.hostprogs.wire import HostProgramError
 from console.inventory import Host
 from console.probe.facts import (
     MARKER,
@@ -27,6 +26,7 @@ from console.probe.facts import (
     parse_gpu_query,
     remote_word,
 )
+from console.transport.hello import HostProgramError
 from console.transport.local import LocalConnection
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"

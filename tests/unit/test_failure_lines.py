@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.jobs.failure_lines import failed_rank, first_error
-from console.jobs.job import JobFailure
+from console.jobs.ssh.failure_lines import failed_rank, first_error
+from console.jobs.ssh.job import JobFailure
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "launchers"
 

@@ -1,11 +1,11 @@
 """With several failures, the one that ended first is the job's cause (the rest are
 peers whose collective broke), whichever host's report arrived first: the rule is the
-job policy's (console/hostprogs/supervisor_policy.py), applied by the host supervisors
+job policy's (console/hostprogs/supervisor/policy.py), applied by the host supervisors
 and by the console for a job no supervisor watches."""
 
 from __future__ import annotations
 
-from console.hostprogs.supervisor_policy import JobPolicy, PolicyProcess, ProcessEnded
+from console.hostprogs.supervisor.policy import JobPolicy, PolicyProcess, ProcessEnded
 
 PROCS = [
     PolicyProcess("node0", "torchrun-0", "torchrun", (0,)),

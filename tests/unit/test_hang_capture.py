@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from console.hostprogs import hang_capture as hc
-from console.hostprogs import hang_inspect as hi
-from console.jobs.remote_ops import bundled_file
+from console.hostprogs.supervisor import hang_capture as hc
+from console.hostprogs.supervisor import hang_inspect as hi
+from console.jobs.ssh.remote_ops import bundled_file
 
 # The capture finds a job's processes by its marker across the whole machine: an id of
 # this run's own, so another run of these tests at the same time is not taken for ours.
@@ -135,7 +135,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
     job_dir = tmp_path_factory.mktemp("jobs") / JOB_ID
     (job_dir / "python").mkdir(parents=True)
     (job_dir / "python" / "sitecustomize.py").write_bytes(
-        bundled_file("hang_sitecustomize.py", "console.hostprogs")
+        bundled_file("hang_sitecustomize.py", "console.hostprogs.supervisor")
     )
     (job_dir / "worker.py").write_text(WORKER)
     ready = [job_dir / f"ready-{n}" for n in ("worker", "stopped", "zombie")]
@@ -348,7 +348,7 @@ def test_a_process_that_took_the_signal_over_is_reported_not_waited_for(
     job_dir = tmp_path / JOB_ID
     (job_dir / "python").mkdir(parents=True)
     (job_dir / "python" / "sitecustomize.py").write_bytes(
-        bundled_file("hang_sitecustomize.py", "console.hostprogs")
+        bundled_file("hang_sitecustomize.py", "console.hostprogs.supervisor")
     )
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     ready = job_dir / "ready"

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from console.hostprogs import hang_capture as hc
-from console.hostprogs import hang_inspect as hi
+from console.hostprogs.supervisor import hang_capture as hc
+from console.hostprogs.supervisor import hang_inspect as hi
 from console.inventory import Host, Inventory
-from console.jobs import paths, remote_ops
-from console.jobs.planner import plan
-from console.jobs.remote_ops import bundled_file, wrapper_script
+from console.jobs import paths
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
+from console.jobs.ssh import remote_ops
+from console.jobs.ssh.remote_ops import bundled_file, wrapper_script
 from console.logs.steps import DEFAULT_STEP_PATTERNS
 from console.names import JOB_ID_VAR
 

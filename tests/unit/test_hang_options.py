@@ -13,7 +13,7 @@ import pytest
 from console.errors import JobSpecError
 from console.inventory import Host, Inventory
 from console.jobs.history import plan_from_json, plan_to_json
-from console.jobs.planner import plan as make_plan
+from console.jobs.plan.planner import plan as make_plan
 from console.jobs.spec import DEFAULT_HANG_TIMEOUT, make_spec
 
 HOSTS_YAML = """\
@@ -89,4 +89,4 @@ def test_hang_settings_survive_the_history_and_job_json() -> None:
     planned = make_plan(spec, inventory, job_id="ddp-t-20260101-000000-abcdef")
     again = plan_from_json(plan_to_json(planned))
     assert again == planned and (again.hang_timeout, again.stop_on_hang) == (20.0, True)
-    assert again.uploads[-1].package == "console.hostprogs"
+    assert again.uploads[-1].package == "console.hostprogs.supervisor"

@@ -12,13 +12,13 @@ import pytest
 
 from console.errors import TransportError
 from console.hostprogs import follow_program, preflight_probe
-from console.hostprogs.wire import HostProgramError, check_hello
 from console.inventory import Host
-from console.jobs.preflight import HostRequest, probe_host
-from console.jobs.probe_report import parse_probe
+from console.jobs.preflight.probe import HostRequest, probe_host
+from console.jobs.preflight.probe_report import parse_probe
 from console.logs.follower import FollowTarget, HostLogFollower
 from console.logs.frames import Data, Hello
 from console.probe.facts import gather_facts
+from console.transport.hello import HostProgramError, check_hello
 from console.transport.local import LocalConnection
 
 VENV_SETUP = "source /opt/distconsole-test/venv/bin/activate"

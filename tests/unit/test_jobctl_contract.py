@@ -1,4 +1,4 @@
-"""The job helper (``console/hostprogs/jobctl.py``) runs on hosts where ``console`` cannot
+"""The job helper (``console/hostprogs/jobctl/program.py``) runs on hosts where ``console`` cannot
 be imported, so it spells the job directory's file names itself: they must be those of
 ``console/jobs/paths.py``. Its records, from real runs, decode into the typed reports.
 """
@@ -16,14 +16,15 @@ from pathlib import Path
 import pytest
 
 from console.errors import JobError
-from console.hostprogs import jobctl, jobctl_common
-from console.hostprogs.simulated import JOB_VAR
-from console.hostprogs.wire import HostProgramError
+from console.hostprogs.jobctl import common as jobctl_common
+from console.hostprogs.jobctl import program as jobctl
+from console.hostprogs.sampler.simulated import JOB_VAR
 from console.inventory import Host
-from console.jobs import jobctl_reports as reports
 from console.jobs import paths
-from console.jobs.remote_ops import jobctl_command
+from console.jobs.ssh import jobctl_reports as reports
+from console.jobs.ssh.remote_ops import jobctl_command
 from console.names import JOB_ID_VAR
+from console.transport.hello import HostProgramError
 
 
 def test_file_names_are_the_paths_modules() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from console.jobs.remote_ops import jobctl_source
+from console.jobs.ssh.remote_ops import jobctl_source
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 

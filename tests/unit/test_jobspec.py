@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from console.errors import JobSpecError
 from console.inventory import Host, Inventory
 from console.jobs.models import JobKind
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env, spec_with
 
 

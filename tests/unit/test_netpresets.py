@@ -11,8 +11,8 @@ import pytest
 
 from console.errors import JobSpecError
 from console.inventory import Host, Inventory
-from console.jobs.planner import plan
-from console.jobs.preflight import preflight_hosts
+from console.jobs.plan.planner import plan
+from console.jobs.preflight.probe import preflight_hosts
 from console.jobs.spec import make_spec
 from console.transport.pool import ClusterConnections
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from console.hostprogs import sample_schema, sampler_program
-from console.hostprogs.simulated import job_of
-from console.hostprogs.wire import HostProgramError
+from console.hostprogs.sampler import program as sampler_program
+from console.hostprogs.sampler import schema as sample_schema
+from console.hostprogs.sampler.simulated import job_of
 from console.inventory import Host
 from console.probe import nvsmi_csv, sampler
+from console.transport.hello import HostProgramError
 
 STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
 
@@ -85,7 +86,7 @@ def test_no_nvml_driver_no_nvidia_smi() -> None:
 def test_host_figures_fall_back_to_psutil_without_proc(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where /proc/stat cannot be read (not Linux), psutil gives the figures."""
     pytest.importorskip("psutil")
-    from console.hostprogs.sampler_host import HostFigures
+    from console.hostprogs.sampler.host import HostFigures
 
     monkeypatch.setattr(HostFigures, "_proc_cpu", staticmethod(lambda: None))
     figures = HostFigures()
@@ -178,7 +179,7 @@ def test_gpu_processes_asked_for_by_their_own_thread_and_refreshed(
     import threading
     import time
 
-    from console.hostprogs.sampler_gpus import APPS_EVERY_S, NvsmiStream
+    from console.hostprogs.sampler.gpus import APPS_EVERY_S, NvsmiStream
 
     monkeypatch.setenv("PATH", f"{STANDIN_DIR}:{Path(sys.executable).parent}:{os.environ['PATH']}")
     pids = tmp_path / "pids"

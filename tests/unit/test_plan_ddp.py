@@ -7,7 +7,7 @@ import shlex
 from console.inventory import Host, Inventory
 from console.jobs.models import JobKind, LogFile, Upload
 from console.jobs.paths import shell_join
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 
 JOB = "job-1"
@@ -177,8 +177,18 @@ def test_example_program_is_uploaded_to_every_host() -> None:
     assert p.uploads == (
         Upload("n0", f"{J0}/example_ddp.py", "ddp_train.py"),
         Upload("n1", f"{J1}/example_ddp.py", "ddp_train.py"),
-        Upload("n0", f"{J0}/python/sitecustomize.py", "hang_sitecustomize.py", "console.hostprogs"),
-        Upload("n1", f"{J1}/python/sitecustomize.py", "hang_sitecustomize.py", "console.hostprogs"),
+        Upload(
+            "n0",
+            f"{J0}/python/sitecustomize.py",
+            "hang_sitecustomize.py",
+            "console.hostprogs.supervisor",
+        ),
+        Upload(
+            "n1",
+            f"{J1}/python/sitecustomize.py",
+            "hang_sitecustomize.py",
+            "console.hostprogs.supervisor",
+        ),
     )
 
 

@@ -19,9 +19,9 @@ import pytest
 from console.inventory import Host, Inventory
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.paths import shell_join
-from console.jobs.planner import plan
-from console.jobs.remote_ops import bundled_file
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
+from console.jobs.ssh.remote_ops import bundled_file
 
 pytestmark = pytest.mark.slow
 VENV_BIN = str(Path(sys.executable).parent)

@@ -10,7 +10,7 @@ import pytest
 from console.errors import JobSpecError
 from console.inventory import Host, Inventory
 from console.jobs.models import JobKind, LogFile, Upload
-from console.jobs.planner import plan
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 
 JOB = "job-2"

@@ -14,9 +14,9 @@ from console.commands.job_options import add_job_options, spec_from_args
 from console.errors import JobSpecError
 from console.export import job_shape
 from console.inventory import Host, Inventory
-from console.jobs import plan_ray
 from console.jobs.models import JobKind, LogFile
-from console.jobs.planner import plan
+from console.jobs.plan import ray as plan_ray
+from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 
 JOB = "job-7"

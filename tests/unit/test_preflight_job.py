@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from console.inventory import Host, Inventory
-from console.jobs.planner import plan
-from console.jobs.preflight import PreflightReport
-from console.jobs.preflight_job import preflight_job
+from console.jobs.plan.planner import plan
+from console.jobs.preflight.job import preflight_job
+from console.jobs.preflight.probe import PreflightReport
 from console.jobs.spec import make_spec
 from console.transport.pool import ClusterConnections
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.hostprogs.supervisor_policy import (
+from console.hostprogs.supervisor.policy import (
     HangSeen,
     JobPolicy,
     PolicyProcess,
     ProcessEnded,
 )
 from console.inventory import Host, Inventory
-from console.jobs.discover import failure_text
 from console.jobs.history import JobRecord
 from console.jobs.models import JobState
-from console.jobs.planner import plan
-from console.jobs.report import summary_lines
+from console.jobs.plan.planner import plan
+from console.jobs.report.bundle import summary_lines
+from console.jobs.report.discover import failure_text
 from console.jobs.spec import make_spec
 from console.ui.jobs_service import screen_notes
 

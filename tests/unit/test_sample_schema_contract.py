@@ -1,4 +1,4 @@
-"""The GPU sample schema is declared once (``console/hostprogs/sample_schema.py``): the
+"""The GPU sample schema is declared once (``console/hostprogs/sampler/schema.py``): the
 host-side producer, run for real, emits exactly its keys, and the console's models and
 parsers read the same names.
 
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from gpu_standin import readable_standin_dir
 
-from console.hostprogs import sample_schema as schema
-from console.hostprogs import sampler_program
+from console.hostprogs.sampler import program as sampler_program
+from console.hostprogs.sampler import schema
 from console.probe import nvsmi_csv, sampler
 from console.probe.models import GpuProcess, GpuSample, HostSample, gpu_to_json
 

@@ -1,4 +1,4 @@
-"""The one setup composer (``console/hostprogs/ship.py``), run for real in bash and sh.
+"""The one setup composer (``console/transport/ship.py``), run for real in bash and sh.
 
 Every program sent to a host joins the host's ``setup`` line to its command through
 ``with_setup``; these run the composed lines in real shells (the login shell of a test
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from console.hostprogs.ship import HostProgram, shipment, with_setup
 from console.inventory import Host
 from console.jobs.models import JobKind, JobPlan, RankLaunch
-from console.jobs.remote_ops import SETUP_FAILED, wrapper_script
+from console.jobs.ssh.remote_ops import SETUP_FAILED, wrapper_script
+from console.transport.ship import HostProgram, shipment, with_setup
 
 SHELLS = ["bash", "sh"]
 

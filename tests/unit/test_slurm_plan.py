@@ -10,8 +10,8 @@ import pytest
 
 from console.inventory import Inventory
 from console.inventory import load as load_inventory
-from console.jobs.slurm import slurm_plan
-from console.jobs.slurm_nodes import placed, plan_on_nodes, task_nodes
+from console.jobs.slurm.backend import slurm_plan
+from console.jobs.slurm.nodes import placed, plan_on_nodes, task_nodes
 from console.jobs.spec import make_spec
 from console.logs.prefixes import attribute, context_for
 

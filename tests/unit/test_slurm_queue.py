@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from console.inventory import Host
-from console.jobs.slurm_queue import (
+from console.jobs.slurm.queue import (
     expand_nodes,
     gres_gpus,
     node_addresses,

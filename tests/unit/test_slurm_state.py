@@ -11,7 +11,7 @@ import pytest
 from console import inventory
 from console.errors import InventoryError
 from console.jobs.models import JobState
-from console.jobs.slurm_state import (
+from console.jobs.slurm.state import (
     from_jobcomp,
     from_squeue_json,
     submitted_id,

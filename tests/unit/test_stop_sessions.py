@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from console.hostprogs.supervisor_local import SvLocal
-from console.jobs.remote_ops import jobctl_source
+from console.hostprogs.supervisor.local import SvLocal
+from console.jobs.ssh.remote_ops import jobctl_source
 
 JOB_ID = "job-sessions-test"
 # Leads a session (as jobctl start starts every job process), then starts a child that

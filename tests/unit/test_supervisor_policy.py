@@ -1,11 +1,11 @@
-"""The job policy (console/hostprogs/supervisor_policy.py) fed scripted report streams,
+"""The job policy (console/hostprogs/supervisor/policy.py) fed scripted report streams,
 and the supervisors' signed wire (supervisor_wire.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from console.hostprogs.supervisor_policy import (
+from console.hostprogs.supervisor.policy import (
     HangSeen,
     HostSilent,
     JobPolicy,
@@ -13,8 +13,8 @@ from console.hostprogs.supervisor_policy import (
     ProcessEnded,
     StopAsked,
 )
-from console.hostprogs.supervisor_source import supervisor_source
-from console.hostprogs.supervisor_wire import WireGuard, WireRefused, wire_pack
+from console.hostprogs.supervisor.source import supervisor_source
+from console.hostprogs.supervisor.wire import WireGuard, WireRefused, wire_pack
 
 DDP = [
     PolicyProcess("node0", "torchrun-0", "torchrun", (0,)),

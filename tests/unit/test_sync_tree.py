@@ -15,13 +15,13 @@ import pytest
 
 from console.errors import JobSpecError
 from console.jobs.spec import make_spec
-from console.jobs.sync_push import (
+from console.jobs.sync.push import (
     TREE_ID_PLACEHOLDER,
     scan_for_spec,
     spec_in_tree,
     spec_in_unscanned_tree,
 )
-from console.jobs.sync_tree import HashCache, list_files, parse_size, scan_tree
+from console.jobs.sync.tree import HashCache, list_files, parse_size, scan_tree
 
 
 def make_tree(root: Path) -> Path:

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from console.jobs.rank_shell import ShellTarget
+from console.jobs.ssh.rank_shell import ShellTarget
 
 
 class ChooseRank(ModalScreen[ShellTarget | None]):

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Header, Static
 from console import display
 from console.display import NOT_REPORTED, figure
 from console.inventory import Host
-from console.jobs.slurm_queue import SlurmJobOnNode
+from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import GpuSample, HostView
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
 from console.ui.formatting import plain

@@ -18,12 +18,12 @@ from textual.widgets import Checkbox, Header, Input, Label, Select, SelectionLis
 
 from console.errors import ConsoleError, JobSpecError, PlanError, PreflightError
 from console.jobs.models import JobKind, JobPlan
-from console.jobs.netpresets import NET_PRESETS
 from console.jobs.paths import new_job_id
-from console.jobs.planner import plan
-from console.jobs.runner import FREE_PORT_KINDS as RUNNER_FREE_PORT_KINDS
+from console.jobs.plan.netpresets import NET_PRESETS
+from console.jobs.plan.planner import plan
 from console.jobs.spec import JobSpec, make_spec, parse_env
-from console.jobs.sync_push import spec_in_unscanned_tree
+from console.jobs.ssh.runner import FREE_PORT_KINDS as RUNNER_FREE_PORT_KINDS
+from console.jobs.sync.push import spec_in_unscanned_tree
 from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
 from console.ui.services import LaunchDraft, Services
@@ -56,7 +56,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
 )
 INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port", "ray_dashboard_port")
 PS_ONLY = ("ps", "workers")
-NET_HCA = ("ib", "roce")  # the presets that take an HCA list (console/jobs/netpresets.py)
+NET_HCA = ("ib", "roce")  # the presets that take an HCA list (console/jobs/plan/netpresets.py)
 RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 # The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
 KIND_EXAMPLES = {

@@ -3,20 +3,45 @@ from the lines by a :class:`StepTracker`) and the summary line above the log."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Sized
+from typing import Protocol, TypeVar
 
+from textual.widget import Widget
+
+from console.jobs.models import JobPlan
+from console.logs.buffer import LogStore
 from console.logs.models import RankKey
 from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
+from console.ui.services import Services
 from console.ui.widgets.logs_summary import LogsSummary, summary_parts
 from console.ui.widgets.steps_table import StepsTable, job_gpu_util
 
-if TYPE_CHECKING:
-    from console.ui.screens.logs import LogsScreen
+WidgetT = TypeVar("WidgetT", bound=Widget)
+
+
+class LogsState(Protocol):
+    """What the panels read of the logs screen (:class:`~console.ui.screens.logs.LogsScreen`),
+    declared here so that the panels never import the screen that holds them."""
+
+    services: Services
+    plan: JobPlan
+    store: LogStore
+    following: bool
+    ranks: list[RankKey] | None
+    search: re.Pattern[str] | None
+    matches: list[int]
+    filter_mode: bool
+    context_lines: int
+    notes: list[str]
+
+    def query_one(self, selector: str, expect_type: type[WidgetT]) -> WidgetT: ...
+    def query(self, selector: str) -> Sized: ...
 
 
 class LogsPanels:
-    def __init__(self, screen: LogsScreen) -> None:
+    def __init__(self, screen: LogsState) -> None:
         self.screen = screen
         self.steps = StepTracker()
         self.progress: JobProgress | None = None

@@ -20,7 +20,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.inventory import Host
-from console.jobs.slurm_queue import SlurmJobOnNode
+from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from console.inventory import Host
-from console.jobs.slurm_queue import SlurmJobOnNode
+from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import GpuSample, HostView
 from console.ui.attention import Thresholds, gpu_alerts
 from console.ui.overview import gpu_jobs

@@ -16,7 +16,7 @@ from textual.color import Color
 from textual.theme import Theme
 
 from console.display import clip
-from console.jobs.slurm_queue import SlurmJobOnNode
+from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.attention import Thresholds

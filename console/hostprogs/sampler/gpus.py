@@ -1,0 +1,223 @@
+"""The sampler's GPU readers: NVML (pynvml) when it initialises, else nvidia-smi's own loop.
+
+Part of the sampler program (see ``sampler_program.py``): runs on the host, standard
+library only plus optional pynvml. Records are built with the sample schema's
+:func:`record`, so their keys are the schema's and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+
+# Imported where used: every host starts this program (a cluster of them at once), and
+# most never need nvidia-smi's subprocess/thread.
+if False:  # for type checkers only, without importing typing on the host
+    import subprocess
+
+if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
+    from console.hostprogs.sampler.schema import (
+        GPU_FIELDS,
+        GPU_PROCESSES,
+        MIB,
+        PROCESS_FIELDS,
+        QUERY_APPS,
+        query_gpu,
+        record,
+    )
+
+
+def _try(fn, *args):  # type: ignore[no-untyped-def]
+    try:
+        return fn(*args)
+    except Exception:  # any driver error means "not reported"
+        return None
+
+
+class NvmlGpus:
+    """GPUs read through NVML; raises at construction when NVML is unusable."""
+
+    def __init__(self) -> None:
+        import pynvml
+
+        self.nv = pynvml
+        pynvml.nvmlInit()
+        self.count = pynvml.nvmlDeviceGetCount()
+
+    @staticmethod
+    def _str(value: object) -> str | None:
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    def sample(self) -> tuple[list[dict[str, object]], list[int]]:
+        nv = self.nv
+        gpus = []
+        pids = []
+        for i in range(self.count):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            util = _try(nv.nvmlDeviceGetUtilizationRates, h)
+            mem = _try(nv.nvmlDeviceGetMemoryInfo, h)
+            power = _try(nv.nvmlDeviceGetPowerUsage, h)
+            limit = _try(nv.nvmlDeviceGetEnforcedPowerLimit, h)
+            pstate = _try(nv.nvmlDeviceGetPerformanceState, h)
+            mig = _try(nv.nvmlDeviceGetMigMode, h)
+            ecc = nv.NVML_VOLATILE_ECC
+            procs = []
+            for p in _try(nv.nvmlDeviceGetComputeRunningProcesses, h) or []:
+                used = getattr(p, "usedGpuMemory", None)
+                procs.append(
+                    record(
+                        PROCESS_FIELDS,
+                        {"pid": p.pid, "used_memory_mib": used / MIB if used else None},
+                    )
+                )
+                pids.append(p.pid)
+            gpu = record(
+                GPU_FIELDS,
+                {
+                    "index": i,
+                    "uuid": self._str(_try(nv.nvmlDeviceGetUUID, h)),
+                    "name": self._str(_try(nv.nvmlDeviceGetName, h)),
+                    "utilization_gpu": util.gpu if util else None,
+                    "utilization_memory": util.memory if util else None,
+                    "memory_used_mib": mem.used / MIB if mem else None,
+                    "memory_total_mib": mem.total / MIB if mem else None,
+                    "temperature_c": _try(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+                    "power_draw_w": power / 1000.0 if power is not None else None,
+                    "power_limit_w": limit / 1000.0 if limit is not None else None,
+                    "fan_percent": _try(nv.nvmlDeviceGetFanSpeed, h),
+                    "pstate": f"P{pstate}" if isinstance(pstate, int) and pstate < 32 else None,
+                    "clock_sm_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+                    "clock_mem_mhz": _try(nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+                    "ecc_corrected": _try(
+                        nv.nvmlDeviceGetTotalEccErrors, h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, ecc
+                    ),
+                    "ecc_uncorrected": _try(
+                        nv.nvmlDeviceGetTotalEccErrors,
+                        h,
+                        nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                        ecc,
+                    ),
+                    "mig_mode": ("Enabled" if mig[0] else "Disabled") if mig else None,
+                },
+            )
+            gpu[GPU_PROCESSES] = procs
+            gpus.append(gpu)
+        return gpus, pids
+
+
+# Seconds between two asks for the GPU processes (at least the interval).
+APPS_EVERY_S = 2.0
+
+
+class NvsmiStream:
+    """``nvidia-smi --query-gpu -lms``: nvidia-smi's own loop; the latest row per GPU."""
+
+    def __init__(self, interval: float) -> None:
+        import threading
+
+        self.interval = interval
+        self.rows: dict[str, tuple[float, str]] = {}
+        self.error: str | None = None
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[str] | None = None
+        self.started = 0.0
+        self.start()
+        # The GPU processes are asked for by a thread of their own, at once (while the
+        # stream starts, not after it) and then every APPS_EVERY_S: each answer is a
+        # whole nvidia-smi start, which no sample line should wait for.
+        self._apps: tuple[list[str], str | None] = ([], "no answer from nvidia-smi yet")
+        self._apps_ready = threading.Event()
+        self._stopping = threading.Event()
+        threading.Thread(target=self._apps_loop, daemon=True).start()
+
+    def start(self) -> None:
+        import subprocess
+        import threading
+
+        self.started = time.time()
+        query = ",".join(query_gpu())
+        cmd = ["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"]
+        cmd += ["-lms", str(max(100, int(self.interval * 1000)))]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.strip()
+            index = line.split(",", 1)[0].strip()
+            with self.lock:
+                if index.isdigit():
+                    self.rows[index] = (time.time(), line)
+                    self.error = None
+                elif line:
+                    self.error = line  # "NVIDIA-SMI has failed because ..."
+        proc.wait()
+        with self.lock:
+            self.error = self.error or f"nvidia-smi exited with status {proc.returncode}"
+
+    def wait_first(self, timeout: float) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline and not self.rows and self.alive():
+            time.sleep(0.01)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def latest(self) -> tuple[list[str], str | None]:
+        if not self.alive() and time.time() - self.started > 10:
+            self.start()  # the driver came back, or a transient failure
+        cutoff = time.time() - max(3.0, 3 * self.interval)
+        with self.lock:
+            fresh = [(int(i), line) for i, (t, line) in self.rows.items() if t >= cutoff]
+            return [line for _, line in sorted(fresh)], self.error
+
+    def apps(self) -> tuple[list[str], str | None]:
+        """The latest compute-apps rows (the first call waits for the first answer)."""
+        self._apps_ready.wait(max(5.0, self.interval * 3))
+        with self.lock:
+            return self._apps
+
+    def _apps_loop(self) -> None:
+        every = max(self.interval, APPS_EVERY_S)
+        while True:
+            answer = self._query_apps()
+            with self.lock:
+                self._apps = answer
+            self._apps_ready.set()
+            if self._stopping.wait(every):
+                return
+
+    def _query_apps(self) -> tuple[list[str], str | None]:
+        import subprocess
+
+        query = ",".join(QUERY_APPS)
+        cmd = ["nvidia-smi", "--query-compute-apps=" + query, "--format=csv,noheader,nounits"]
+        try:
+            out = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=max(5.0, self.interval * 3),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return [], str(exc)
+        lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+        if out.returncode != 0:
+            return [], " ".join(lines) or f"exit status {out.returncode}"
+        return [ln for ln in lines if not ln.lower().startswith("no running")], None
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self.alive() and self.proc is not None:
+            self.proc.kill()

@@ -1,0 +1,254 @@
+"""A job's policy: what the ends of its processes mean, as a pure state machine.
+
+Fed typed reports (a process ended, a host went silent, a hang was seen), it decides the
+job's verdict (succeeded, failed, stopped) and when every process of the job must be
+stopped: fail-fast (one non-zero exit or a silent host stops the rest), the PS rule
+(parameter servers are stopped once every worker and the chief succeeded), and a stop
+someone asked for (the job ends stopped, not failed). It does no I/O and knows no
+backend: the host supervisor (``supervisor.py``, which this file is a part of on a host)
+and the console (``console/jobs/ssh/watch.py``, for a job no supervisor watches) feed it.
+
+Standard library only and Python >= 3.7: this file is concatenated into the supervisor's
+source and sent to hosts (no ``X | Y`` at runtime, no walrus, no slots).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+POLICY_PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class PolicyProcess:
+    """One process of the job, as planned."""
+
+    host: str
+    name: str
+    role: str
+    ranks: tuple[int, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.host, self.name)
+
+    @property
+    def rank(self) -> int | None:
+        return self.ranks[0] if self.ranks else None
+
+
+@dataclass(frozen=True)
+class ProcessEnded:
+    """A process ended: its exit status (None: it vanished without one), the signal
+    that ended it when the status says so, the host's clock when it ended, and whether
+    it ended after someone asked for the job to stop."""
+
+    host: str
+    name: str
+    exit_code: int | None
+    at: float
+    signal: str | None = None
+    stop_requested: bool = False
+    lines: tuple[str, ...] = ()  # the cause, from its output
+    rank: int | None = None  # the rank its launcher's report names as the first failed
+
+
+@dataclass(frozen=True)
+class HostSilent:
+    """A host's supervisor stopped answering (missed heartbeats, a lost connection)."""
+
+    host: str
+    reason: str
+    at: float
+
+
+@dataclass(frozen=True)
+class StopAsked:
+    """Someone (``distconsole stop``, another console) asked for the job to stop."""
+
+    host: str
+    at: float
+
+
+@dataclass(frozen=True)
+class HangSeen:
+    """No process of the job made progress for ``idle_s`` seconds while alive."""
+
+    at: float
+    idle_s: float
+    stop: bool  # the job's stop_on_hang
+
+
+@dataclass
+class Failure:
+    """The job's first failure: who, how, and the lines that say why."""
+
+    host: str
+    process: str | None
+    rank: int | None
+    exit_code: int | None
+    signal: str | None
+    reason: str
+    at: float
+    lines: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()  # the process's ranks, or the one its launcher named
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "process": self.process,
+            "rank": self.rank,
+            "ranks": list(self.ranks),
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "reason": self.reason,
+            "lines": list(self.lines),
+            "at": self.at,
+        }
+
+
+@dataclass
+class JobPolicy:
+    """The verdict of one job from the reports fed so far (see the module doc).
+
+    ``feed`` returns True exactly once: when every remaining process of the job must be
+    stopped now. ``verdict`` is the final state once decided; the job is over when a
+    verdict is set and every process has ended (``over``)."""
+
+    processes: list[PolicyProcess]
+    kind: str
+    fail_fast: bool = True
+    verdict: str | None = None
+    first_failure: Failure | None = None
+    hung: bool = False
+    stop_ordered_at: float | None = None
+    ended: dict[tuple[str, str], ProcessEnded] = field(default_factory=dict)
+
+    def process(self, host: str, name: str) -> PolicyProcess | None:
+        for proc in self.processes:
+            if proc.host == host and proc.name == name:
+                return proc
+        return None
+
+    @property
+    def all_ended(self) -> bool:
+        return all(p.key in self.ended for p in self.processes)
+
+    @property
+    def over(self) -> bool:
+        return self.verdict is not None and self.all_ended
+
+    @property
+    def state(self) -> str:
+        if self.verdict is not None:
+            return self.verdict
+        return "hung" if self.hung else "running"
+
+    def feed(self, report: Any) -> bool:
+        if isinstance(report, ProcessEnded):
+            return self._ended(report)
+        if isinstance(report, HostSilent):
+            return self._silent(report)
+        if isinstance(report, StopAsked):
+            return self._decide(STOPPED, report.at)
+        if isinstance(report, HangSeen):
+            self.hung = True
+            if report.stop and self.verdict is None:
+                self.first_failure = Failure(
+                    "", None, None, None, None, f"hung: no progress for {report.idle_s:.0f} s",
+                    report.at,
+                )  # fmt: skip
+                return self._decide(FAILED, report.at)
+            return False
+        raise TypeError(f"not a policy report: {report!r}")
+
+    def _decide(self, verdict: str, at: float) -> bool:
+        """Set the verdict (once) and order the stop of what still runs (once)."""
+        if self.verdict is None:
+            self.verdict = verdict
+        if self.stop_ordered_at is not None:
+            return False
+        self.stop_ordered_at = at
+        return not self.all_ended
+
+    def _ended(self, report: ProcessEnded) -> bool:
+        proc = self.process(report.host, report.name)
+        if proc is None or proc.key in self.ended:
+            return False
+        self.ended[proc.key] = report
+        failed = report.exit_code != 0
+        if failed and not report.stop_requested and self._is_cause(report):
+            self.first_failure = self._failure(proc, report)
+        if self.verdict is not None:
+            return False
+        if report.stop_requested:
+            return self._decide(STOPPED, report.at)
+        if self.first_failure is not None and self.fail_fast:
+            return self._decide(FAILED, report.at)
+        if self.kind == "ps" and self.first_failure is None and self._finishers_done():
+            # Parameter servers never exit on their own once training is over.
+            return self._decide(SUCCEEDED, report.at)
+        if self.all_ended:
+            self.verdict = FAILED if self.first_failure is not None else SUCCEEDED
+        return False
+
+    def _is_cause(self, report: ProcessEnded) -> bool:
+        """The first failure seen, or one reported later that ended before it and before
+        the stop this policy ordered (its peers' failures were the consequence)."""
+        current = self.first_failure
+        if current is None:
+            return self.stop_ordered_at is None or report.at < self.stop_ordered_at
+        if current.process is None:
+            return False  # a silent host or a hang: that is the cause
+        if self.stop_ordered_at is not None and report.at >= self.stop_ordered_at:
+            return False
+        return report.at < current.at
+
+    def _finishers_done(self) -> bool:
+        finishers = [p for p in self.processes if p.role in POLICY_PS_FINISHERS]
+        return bool(finishers) and all(
+            p.key in self.ended and self.ended[p.key].exit_code == 0 for p in finishers
+        )
+
+    def _silent(self, report: HostSilent) -> bool:
+        lost = [p for p in self.processes if p.host == report.host and p.key not in self.ended]
+        for proc in lost:
+            # Out of sight for good: they count as ended, so the job can be over.
+            self.ended[proc.key] = ProcessEnded(proc.host, proc.name, None, report.at)
+        if not lost or self.verdict is not None:
+            return False
+        if self.first_failure is None:
+            self.first_failure = Failure(
+                report.host, None, None, None, None, report.reason, report.at
+            )
+        if self.fail_fast:
+            # The other ranks would wait in a collective for the lost ones forever.
+            return self._decide(FAILED, report.at)
+        if self.all_ended:
+            self.verdict = FAILED
+        return False
+
+    @staticmethod
+    def _failure(proc: PolicyProcess, report: ProcessEnded) -> Failure:
+        if report.exit_code is None:
+            reason = "ended without recording an exit status (killed?)"
+        elif report.signal:
+            reason = f"killed by {report.signal}"
+        else:
+            reason = f"exit status {report.exit_code}"
+        named = report.rank
+        return Failure(
+            proc.host,
+            proc.name,
+            named if named is not None else proc.rank,
+            report.exit_code,
+            report.signal,
+            reason,
+            report.at,
+            tuple(report.lines),
+            (named,) if named is not None else proc.ranks,
+        )

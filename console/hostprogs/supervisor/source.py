@@ -1,0 +1,49 @@
+"""The supervisor's single source, assembled from its parts (``supervisor.py``'s doc).
+
+jobctl's shared part comes first (the supervisor uses its process-table and job-file
+helpers), then the failure-line rule (the console's own, one copy), the wire,
+the policy, H2's hang capture when that file is present, and the supervisor's own
+parts: its local processes, its peers, its hang watch, and its main loop.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+# Parts are named from hostprogs/: jobctl's shared part and the failure-line rule live
+# beside the supervisor's own folder.
+_HOSTPROGS = Path(__file__).resolve().parent.parent
+_FUTURE = "from __future__ import annotations"
+_MAIN = 'if __name__ == "__main__":'
+PARTS = (
+    "jobctl/common.py",
+    "failure_lines.py",
+    "supervisor/wire.py",
+    "supervisor/policy.py",
+    "supervisor/hang_inspect.py",  # with hang_capture.py: hang detection is off without them
+    "supervisor/hang_capture.py",
+    "supervisor/local.py",
+    "supervisor/peers.py",
+    "supervisor/hang.py",
+    "supervisor/program.py",
+)
+_ENTRY = "supervisor/program.py"
+
+
+def _part(name: str) -> str:
+    text = (_HOSTPROGS / name).read_text()
+    if name != _ENTRY and _MAIN in text:
+        # A part's own entry point would run before the supervisor's.
+        text = text[: text.index(_MAIN)]
+    return "\n".join(ln for ln in text.splitlines() if ln.strip() != _FUTURE)
+
+
+@functools.cache
+def supervisor_source() -> str:
+    """Every part present, in order, as one script for the host's Python."""
+    parts = [_part(name) for name in PARTS if (_HOSTPROGS / name).exists()]
+    return (
+        f"{_FUTURE}\n# distconsole job supervisor (console/hostprogs/supervisor/program.py)\n"
+        + ("\n".join(parts) + "\n")
+    )

@@ -1,0 +1,136 @@
+"""PyTorch DDP: one ``torchrun`` per host, the first host is the rendezvous master.
+
+Output scheme (checked against torch 2.13's torchrun): ``--tee 3`` makes torchrun copy
+every worker's stdout and stderr to its own, each line prefixed ``[default<local
+rank>]:``; the runner writes torchrun's stdout/stderr to ``torchrun-<node>.out/.err``
+in the job directory, so each host has two predictable files and the prefix plus
+``RankLaunch.ranks`` attributes every line to its global rank. ``--log-dir`` points
+torchrun's own per-worker copies (in a directory with a random suffix) into the job
+directory instead of the host's /tmp.
+"""
+
+from __future__ import annotations
+
+from console.jobs import paths
+from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
+from console.jobs.plan.placement import (
+    DEFAULT_PYTHON,
+    Placement,
+    distconsole_env,
+    example_uploads,
+    job_env,
+    step_split,
+    substitute,
+)
+
+ROLE = "torchrun"
+FLIGHT_RECORDER_ENTRIES = 2000  # collectives kept per rank (PyTorch's default is 0: off)
+
+
+def torchrun_command(python: str) -> tuple[str, ...]:
+    # A host with its own interpreter gets that interpreter's torchrun, not PATH's.
+    if python == DEFAULT_PYTHON:
+        return ("torchrun",)
+    return (python, "-m", "torch.distributed.run")
+
+
+def script_argv(program: str, example: str | None, job_dir: str) -> tuple[str, ...]:
+    """torchrun runs a ``.py`` with Python itself; anything else needs ``--no-python``."""
+    if example is not None:
+        return (paths.example_path(job_dir, example),)
+    if program.endswith(".py"):
+        return (program,)
+    return ("--no-python", program)
+
+
+def plan_ddp(p: Placement) -> JobPlan:
+    spec = p.spec
+    nnodes = len(p.hosts)
+    world_size = p.total_slots
+    steps_per_rank, dropped = step_split(spec.total_steps, world_size)
+    args = substitute(
+        spec.args,
+        {
+            "steps_per_rank": steps_per_rank,
+            "total_steps": spec.total_steps,
+            "world_size": world_size,
+        },
+    )
+    master = p.first
+    launches: list[RankLaunch] = []
+    first_rank = 0
+    for node_rank, ph in enumerate(p.hosts):
+        argv = (
+            *torchrun_command(ph.host.python),
+            "--nnodes",
+            str(nnodes),
+            "--nproc-per-node",
+            str(ph.slots),
+            "--node-rank",
+            str(node_rank),
+            "--master-addr",
+            master.address,
+            "--master-port",
+            str(p.master_port),
+            "--log-dir",
+            paths.torchrun_log_dir(ph.job_dir),
+            "--tee",
+            "3",
+            *script_argv(spec.program, spec.example, ph.job_dir),
+            *args,
+        )
+        defaults = {"OMP_NUM_THREADS": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+        if spec.hang_timeout is not None:
+            # PyTorch's flight recorder: the last collectives of each rank, dumped into
+            # hang/ when NCCL's watchdog times out (the hang capture lists the dumps).
+            defaults.update(
+                {
+                    "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
+                    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                    "TORCH_FR_DUMP_TEMP_FILE": paths.flight_recorder_prefix(ph.job_dir),
+                }
+            )
+        if ph.interface:
+            defaults["NCCL_SOCKET_IFNAME"] = ph.interface
+            defaults["GLOO_SOCKET_IFNAME"] = ph.interface
+        fixed = {
+            **distconsole_env(p.job_id, ph.job_dir, world_size, spec.total_steps, steps_per_rank),
+            "MASTER_ADDR": master.address,
+            "MASTER_PORT": str(p.master_port),
+            "WORLD_SIZE": str(world_size),
+            "NODE_RANK": str(node_rank),
+        }
+        logs = (
+            LogFile(paths.process_stdout(ph.job_dir, ROLE, node_rank), "stdout", "launcher"),
+            LogFile(paths.process_stderr(ph.job_dir, ROLE, node_rank), "stderr", "launcher"),
+        )
+        launches.append(
+            RankLaunch(
+                host=ph.name,
+                role=ROLE,
+                index=node_rank,
+                argv=argv,
+                env=job_env(ph, spec, defaults=defaults, fixed=fixed),
+                cwd=ph.cwd,
+                log_paths=logs,
+                ranks=tuple(range(first_rank, first_rank + ph.slots)),
+            )
+        )
+        first_rank += ph.slots
+    return JobPlan(
+        job_id=p.job_id,
+        name=spec.display_name,
+        kind=JobKind.DDP,
+        world_size=world_size,
+        launches=tuple(launches),
+        job_dirs=p.job_dirs,
+        master_addr=master.address,
+        master_port=p.master_port,
+        total_steps=spec.total_steps,
+        steps_per_rank=steps_per_rank,
+        steps_dropped=dropped,
+        hosts_involved=tuple(h.name for h in p.hosts),
+        warnings=p.warnings,
+        uploads=example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts)),
+        fail_fast=spec.fail_fast,
+    )

@@ -1,0 +1,141 @@
+"""Each MPI / Horovod rank runs through a small bash wrapper on its own host.
+
+mpirun and horovodrun start the same argv for every rank, on every host. With per-host
+users and homes (``dctest0`` on node0, ``dctest1`` on node1), paths the launcher's shell
+expanded (``~/`` -> ``/home/dctest0/...``) mean nothing on node1, and Open MPI's
+``--output-filename DIR`` makes each node's daemon write into the launcher's path. So
+the rank argv is ``bash -c SCRIPT distconsole-rank``, the script quoted whole (nothing
+of it is expanded on the launcher), and on the rank's host it:
+
+1. finds its rank (``OMPI_COMM_WORLD_RANK``, or ``HOROVOD_RANK`` under horovodrun
+   --gloo) and, from the plan's rank order (both launchers fill ``-H host:slots`` in
+   order), which inventory host it is on;
+2. takes ``HOME`` back from the password database: horovodrun --gloo hands every rank
+   the launcher's whole environment, ``HOME`` and ``SSH_CONNECTION`` included (seen
+   with horovod 0.28.1), and ``~/`` must be this host's home;
+3. tees its stdout/stderr into ``JOB_DIR/ranks/rank.R/stdout|stderr`` in ITS host's job
+   directory (the console reads each rank's log from the host it ran on) while the
+   launcher still receives the output as before;
+4. runs that host's ``setup`` line, enters that host's working directory, exports the
+   variables whose value differs on that host (its inventory ``env``), and ``exec``s
+   the program with that host's paths and python, so the launcher sees its status.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+
+from console.jobs import paths
+from console.jobs.models import LogFile
+from console.jobs.plan.placement import PlacedHost, Placement
+from console.transport.ship import shell_join, shell_word, with_setup
+
+WRAPPER_NAME = "distconsole-rank"  # $0 of the wrapper: what `ps` shows for it
+DEFAULT_SSH_PORT = 22
+RANK_SETUP_FAILED = 126
+RANK_CWD_FAILED = 127
+
+
+def per_host_accounts(p: Placement) -> bool:
+    """Hosts differ in user or ssh port: the launcher's ssh needs a ~/.ssh/config alias
+    per host (``distconsole keys`` writes one named by the inventory name)."""
+    users = {h.host.user or "" for h in p.hosts}
+    ports = {h.host.port or DEFAULT_SSH_PORT for h in p.hosts}
+    return len(users) > 1 or len(ports) > 1
+
+
+def ssh_name(p: Placement, placed: PlacedHost) -> str:
+    """How the launcher names ``placed`` to ssh (in ``-H``): its inventory name when
+    accounts differ per host (resolved by the launcher's ~/.ssh/config), else its address."""
+    return placed.name if per_host_accounts(p) else placed.address
+
+
+def host_list(p: Placement) -> str:
+    return ",".join(f"{ssh_name(p, h)}:{h.slots}" for h in p.hosts)
+
+
+def rank_ranges(p: Placement) -> list[tuple[PlacedHost, range]]:
+    """The global ranks each host runs, in launcher order (slot by slot, host by host)."""
+    out = []
+    first = 0
+    for h in p.hosts:
+        out.append((h, range(first, first + h.slots)))
+        first += h.slots
+    return out
+
+
+def rank_files(p: Placement) -> tuple[LogFile, ...]:
+    """Each rank's stdout and stderr, on the host the rank runs on."""
+    logs: list[LogFile] = []
+    for h, ranks in rank_ranges(p):
+        for local, rank in enumerate(ranks):
+            base = paths.rank_dir(h.job_dir, rank)
+            logs.append(LogFile(f"{base}/stdout", "stdout", "rank", rank, local, host=h.name))
+            logs.append(LogFile(f"{base}/stderr", "stderr", "rank", rank, local, host=h.name))
+    return tuple(logs)
+
+
+def _pattern(ranks: range) -> str:
+    return "|".join(str(r) for r in ranks)
+
+
+def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | None]) -> str:
+    ranks_dir = shell_word(paths.ranks_dir(h.job_dir))
+    body = [f"cd -- {shell_word(h.cwd)} || exit {RANK_CWD_FAILED}"]
+    for key, value in exports.items():
+        body.append(f"unset {key}" if value is None else f"export {key}={shlex.quote(value)}")
+    body.append(f"exec {shell_join(program)} </dev/null")
+    failed = shlex.quote(f"distconsole: {h.name}'s setup line failed: {h.host.setup or ''}")
+    on_failure = f"echo {failed} >&2; exit {RANK_SETUP_FAILED}"
+    lines = [
+        f'd={ranks_dir}/rank."$r"',  # paths.rank_dir
+        f'mkdir -p -- "$d" || exit {RANK_CWD_FAILED}',
+        # The launcher keeps receiving the output (mpirun's echo, `launch` following it).
+        # The stdout tee marks the rank done once the program's stdout closes, however
+        # it ended: the log follower on this host stops there. It ignores TERM so that
+        # a stop's TERM to everything of the job leaves it to finish at EOF.
+        f'exec > >(trap \'\' TERM INT HUP; tee -- "$d/stdout"; : >"$d/{paths.RANK_DONE}")'
+        ' 2> >(tee -- "$d/stderr" >&2)',
+        with_setup(h.host.setup, "\n".join(body), on_failure=on_failure),
+    ]
+    return "\n".join(lines)
+
+
+def env_differences(base: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str | None]:
+    """What a host's rank must export (or unset: None) to turn ``base`` into ``own``."""
+    changes: dict[str, str | None] = {k: v for k, v in own.items() if base.get(k) != v}
+    changes.update({k: None for k in base if k not in own})
+    return changes
+
+
+def rank_script(
+    p: Placement,
+    programs: Mapping[str, tuple[str, ...]],
+    exports: Mapping[str, Mapping[str, str | None]],
+) -> str:
+    """The wrapper's bash text; ``programs``/``exports`` per host name (see module doc)."""
+    lines = [
+        f"# distconsole job {p.job_id}: one rank (console/jobs/plan/mpi_ranks.py)",
+        'r="${OMPI_COMM_WORLD_RANK:-${HOROVOD_RANK:-}}"',
+        # horovodrun --gloo forwards the launcher's HOME: take this user's own back.
+        'h="$(getent passwd "$(id -u)" | cut -d: -f6)"',
+        'if [ -n "$h" ]; then HOME="$h"; export HOME; fi',
+        'case "$r" in',
+    ]
+    for h, ranks in rank_ranges(p):
+        lines.append(f"{_pattern(ranks)})")
+        lines.append(_arm(h, programs[h.name], exports.get(h.name, {})))
+        lines.append(";;")
+    lines += [
+        "*)",
+        f"echo \"distconsole: rank '$r' is not in the plan of job \"{shlex.quote(p.job_id)} >&2",
+        "exit 1",
+        ";;",
+        "esac",
+    ]
+    return "\n".join(lines)
+
+
+def rank_argv(script: str) -> tuple[str, ...]:
+    return ("bash", "-c", script, WRAPPER_NAME)

@@ -1,0 +1,252 @@
+"""What every planner needs before it writes argv: the chosen hosts, their slots, job
+directories, addresses and the environment layers.
+
+Environment precedence (later wins): the planner's defaults (PYTHONUNBUFFERED, thread
+caps, NCCL/Gloo settings), the host's inventory ``env``, the user's ``--env``, then the
+values the job cannot run without (``DISTCONSOLE_*``, ``MASTER_ADDR``, ``TF_CONFIG``, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from console.errors import JobSpecError, PlanError
+from console.inventory import Host, Inventory
+from console.jobs import paths
+from console.jobs.models import Upload
+from console.jobs.plan.netpresets import describe as describe_preset
+from console.jobs.plan.netpresets import preset_env
+from console.jobs.spec import JobSpec
+from console.names import JOB_ID_VAR
+
+DEFAULT_PORT_BASE = 29500
+DEFAULT_PORT_SPAN = 1000
+DEFAULT_PYTHON = "python3"
+# Names the hang hook's folder in a process's environment; the wrapper prepends it to
+# PYTHONPATH at run time (remote_ops.wrapper_script).
+HANG_HOOK_VAR = "DISTCONSOLE_HANG_HOOK"
+HANG_HOOK_RESOURCE = "hang_sitecustomize.py"  # in console.hostprogs.supervisor
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedHost:
+    """One chosen host with everything planners derive from it."""
+
+    host: Host
+    slots: int
+    job_dir: str
+    cwd: str
+    address: str  # how the other hosts reach it
+    interface: str | None
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    spec: JobSpec
+    job_id: str
+    hosts: tuple[PlacedHost, ...]
+    master_port: int
+    warnings: tuple[str, ...]
+    notes: tuple[str, ...] = ()  # JobPlan.notes
+
+    @property
+    def first(self) -> PlacedHost:
+        return self.hosts[0]
+
+    @property
+    def total_slots(self) -> int:
+        return sum(h.slots for h in self.hosts)
+
+    @property
+    def job_dirs(self) -> dict[str, str]:
+        return {h.name: h.job_dir for h in self.hosts}
+
+
+def reachable_address(host: Host) -> str:
+    """The address other processes use to reach ``host`` (``local`` means this machine)."""
+    return "127.0.0.1" if host.is_local else host.address
+
+
+def is_loopback(address: str) -> bool:
+    return address in ("local", "localhost", "::1") or address.startswith("127.")
+
+
+def default_port(job_id: str) -> int:
+    """A port in 29500..30499 that depends only on the job id (the runner may re-plan)."""
+    digest = hashlib.sha256(job_id.encode()).digest()
+    return DEFAULT_PORT_BASE + int.from_bytes(digest[:4], "big") % DEFAULT_PORT_SPAN
+
+
+def select_hosts(spec: JobSpec, inventory: Inventory) -> tuple[Host, ...]:
+    known = {h.name for h in inventory.hosts}
+    unknown = [n for n in spec.hosts if n not in known]
+    if unknown:
+        raise JobSpecError(
+            "hosts",
+            f"no host named {', '.join(unknown)} in {inventory.path} "
+            f"(hosts: {', '.join(h.name for h in inventory.hosts)})",
+        )
+    all_tags = set(inventory.tags)
+    missing = [t for t in spec.tags if t not in all_tags]
+    if missing:
+        raise JobSpecError(
+            "tags",
+            f"no host has tag {', '.join(missing)} (tags: {', '.join(inventory.tags) or 'none'})",
+        )
+    chosen = inventory.select(spec.hosts or None, spec.tags or None)
+    if not chosen:
+        field = "tags" if spec.tags else "hosts"
+        raise JobSpecError(field, "no host matches the selection")
+    return chosen
+
+
+def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
+    chosen = select_hosts(spec, inventory)
+    warnings: list[str] = []
+    placed: list[PlacedHost] = []
+    for host in chosen:
+        if spec.gpus_per_host is not None:
+            slots = spec.gpus_per_host
+            if isinstance(host.gpus, int) and slots > host.gpus:
+                warnings.append(
+                    f"{host.name}: {slots} slots requested but the inventory lists {host.gpus} GPUs"
+                )
+        else:
+            slots = host.gpus if isinstance(host.gpus, int) and host.gpus > 0 else 1
+        jdir = paths.job_dir(host.work_dir, job_id)
+        placed.append(
+            PlacedHost(
+                host=host,
+                slots=slots,
+                job_dir=jdir,
+                cwd=spec.workdir or host.work_dir,
+                address=reachable_address(host),
+                interface=spec.interface or host.interface,
+            )
+        )
+    if len(placed) > 1 and is_loopback(placed[0].address):
+        remote = [p.name for p in placed[1:] if not is_loopback(p.address)]
+        if remote:
+            warnings.append(
+                f"the first host {placed[0].name} is reached at {placed[0].address}, which "
+                f"{', '.join(remote)} cannot reach; put a host with a network address first"
+            )
+    notes = []
+    if spec.net != "auto":  # not a problem: says in `plan` what the preset sets
+        notes.append(describe_preset(spec.net, placed[0].interface, spec.ib_hca))
+    port = spec.master_port if spec.master_port is not None else default_port(job_id)
+    return Placement(spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes))
+
+
+def step_split(total_steps: int | None, world_size: int) -> tuple[int | None, int | None]:
+    """``(steps_per_rank, dropped)`` as Horovod's examples split: ``total // size``."""
+    if total_steps is None:
+        return None, None
+    if total_steps < world_size:
+        raise JobSpecError(
+            "total_steps",
+            f"{total_steps} steps cannot be shared by {world_size} ranks; "
+            f"give at least {world_size}",
+        )
+    per_rank = total_steps // world_size
+    return per_rank, total_steps - per_rank * world_size
+
+
+def substitute(args: Iterable[str], values: Mapping[str, int | None]) -> tuple[str, ...]:
+    """Replace ``{steps_per_rank}``, ``{total_steps}``, ``{world_size}``; other braces stay."""
+    out = []
+    for arg in args:
+        for key, value in values.items():
+            if value is not None:
+                arg = arg.replace("{" + key + "}", str(value))
+        out.append(arg)
+    return tuple(out)
+
+
+def program_argv(
+    spec: JobSpec, python: str, job_dir: str, args: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The program as a process to exec: ``python script.py ARGS`` or ``program ARGS``."""
+    if spec.example is not None:
+        return (python, paths.example_path(job_dir, spec.example), *args)
+    if spec.program.endswith(".py"):
+        return (python, spec.program, *args)
+    return (spec.program, *args)
+
+
+def example_uploads(spec: JobSpec, targets: Iterable[tuple[str, str]]) -> tuple[Upload, ...]:
+    """Uploads of the example program: ``targets`` are (host name, job dir) pairs."""
+    if spec.example is None:
+        return ()
+    resource = paths.example_resource(spec.example)
+    return tuple(
+        Upload(host=name, path=paths.example_path(jdir, spec.example), resource=resource)
+        for name, jdir in targets
+    )
+
+
+def job_env(
+    placed: PlacedHost,
+    spec: JobSpec,
+    *,
+    defaults: Mapping[str, str],
+    fixed: Mapping[str, str],
+) -> dict[str, str]:
+    """The four environment layers merged, defaults first (see module docstring)."""
+    # Launchers (torchrun --tee, horovodrun) and most trainers are Python writing to a
+    # log file: block-buffered, a live log would trail training by minutes.
+    env: dict[str, str] = {"PYTHONUNBUFFERED": "1", **defaults}
+    env.update(preset_env(spec.net, placed.interface, spec.ib_hca))  # netpresets.py
+    env.update(placed.host.env)
+    env.update(spec.env)
+    env.update(fixed)
+    if spec.hang_timeout is not None:
+        # The wrapper puts this folder first on PYTHONPATH (keeping the user's), so
+        # every Python of the job loads the hang hook (hostprogs/supervisor/hang_sitecustomize.py).
+        env[HANG_HOOK_VAR] = paths.hang_hook_dir(placed.job_dir)
+    return env
+
+
+def hang_hook_uploads(job_dirs: Mapping[str, str], hosts: Iterable[str]) -> tuple[Upload, ...]:
+    """The job's sitecustomize (faulthandler on a signal) for each host that starts a
+    process: ``<job dir>/python/sitecustomize.py``."""
+    return tuple(
+        Upload(
+            host=name,
+            path=f"{paths.hang_hook_dir(job_dirs[name])}/sitecustomize.py",
+            resource=HANG_HOOK_RESOURCE,
+            package="console.hostprogs.supervisor",
+        )
+        for name in dict.fromkeys(hosts)
+    )
+
+
+def distconsole_env(
+    job_id: str,
+    job_dir: str,
+    world_size: int,
+    total_steps: int | None,
+    steps_per_rank: int | None,
+) -> dict[str, str]:
+    env = {
+        JOB_ID_VAR: job_id,
+        "DISTCONSOLE_JOB_DIR": job_dir,
+        "DISTCONSOLE_WORLD_SIZE": str(world_size),
+    }
+    if total_steps is not None and steps_per_rank is not None:
+        env["DISTCONSOLE_TOTAL_STEPS"] = str(total_steps)
+        env["DISTCONSOLE_STEPS_PER_RANK"] = str(steps_per_rank)
+    return env
+
+
+def check_port_range(base: int, count: int) -> None:
+    if base + count - 1 > 65535:
+        raise PlanError(
+            f"ports {base}..{base + count - 1} run past 65535; choose a lower --master-port"
+        )

@@ -1,0 +1,56 @@
+"""``plan(spec, inventory)`` -> :class:`JobPlan`: pure, no network.
+
+The master port is the spec's, else a default derived from the job id; the runner
+checks it is free at launch and may call :func:`plan` again with another
+(``spec_with(spec, master_port=...)`` and the same ``job_id``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from console.errors import JobSpecError
+from console.inventory import Inventory
+from console.jobs import paths
+from console.jobs.models import JobKind, JobPlan
+from console.jobs.plan.ddp import plan_ddp
+from console.jobs.plan.mpi import plan_mpi
+from console.jobs.plan.placement import Placement, hang_hook_uploads, place
+from console.jobs.plan.ps import plan_ps
+from console.jobs.plan.ray import plan_ray
+from console.jobs.spec import JobSpec
+from console.names import valid_job_id
+
+PLANNERS: dict[JobKind, Callable[[Placement], JobPlan]] = {
+    JobKind.DDP: plan_ddp,
+    JobKind.MPI: plan_mpi,
+    JobKind.HOROVOD: plan_mpi,
+    JobKind.PS: plan_ps,
+    JobKind.RAY: plan_ray,
+}
+
+
+def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> JobPlan:
+    """Every process of the job: host, role, argv, env, cwd and log files.
+
+    Raises JobSpecError (naming the field) for selections or step budgets that do not
+    fit this inventory, PlanError for combinations the launchers cannot express.
+    """
+    if job_id is None:
+        job_id = paths.new_job_id(spec.display_name)
+    elif not valid_job_id(job_id):
+        raise JobSpecError("job_id", f"{job_id!r} is not a job id")
+    placement = place(spec, inventory, job_id)
+    planned = PLANNERS[spec.kind](placement)
+    if placement.notes:
+        planned = dataclasses.replace(planned, notes=planned.notes + placement.notes)
+    if spec.hang_timeout is None:
+        return planned
+    hook = hang_hook_uploads(planned.job_dirs, (launch.host for launch in planned.launches))
+    return dataclasses.replace(
+        planned,
+        uploads=planned.uploads + hook,
+        hang_timeout=spec.hang_timeout,
+        stop_on_hang=spec.stop_on_hang,
+    )

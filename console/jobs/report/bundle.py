@@ -1,0 +1,360 @@
+"""The post-mortem bundle of a job, any state: ``distconsole report`` and the jobs screen.
+
+Each host's job directory comes over the host's existing connection as ONE bounded
+tar stream (``hostprogs/job_pack.py``: records first, logs last, big files cut to
+their end, the job's secret never sent). The bundle, in ``OUT``::
+
+    summary.txt              what happened, first failure or hang, which rank, where
+                             it was stuck (the top frames of the stuck rank's stack)
+    plan.json                the plan the job was launched with
+    timeline.txt             every host's events.jsonl merged by time
+    hosts/HOST/...           that host's job directory: NAME.sh (the exact command and
+                             environment of each process), logs, hang/, gpu-samples.jsonl,
+                             supervisor.json, events.jsonl, exit files
+    hosts/HOST/_pack.json    what was cut or skipped there (also said in summary.txt)
+
+:func:`summary_lines` is what the jobs screen shows for the selected job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from console.errors import HostProgramError, JobError, TransportError
+from console.hostprogs import job_pack
+from console.jobs.history import JobRecord, plan_to_json
+from console.jobs.report.discover import failure_text
+from console.jobs.ssh.control import Connections
+from console.transport.base import HostConnection
+from console.transport.hello import check_hello
+from console.transport.ship import HostProgram, shipment
+
+FILE_MAX = 8 << 20  # bytes kept of one file (its end)
+TOTAL_MAX = 96 << 20  # bytes packed per host
+STACK_LINES = 25  # top lines of the stuck rank's stack in summary.txt
+
+
+@dataclass
+class HostBundle:
+    host: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def json(self, name: str) -> Any:
+        data = self.files.get(name)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return None
+
+    def text(self, name: str) -> str:
+        return self.files.get(name, b"").decode("utf-8", "replace")
+
+
+def pack_program(job_dir: str, file_max: int, total_max: int) -> HostProgram:
+    source = resources.files("console.hostprogs").joinpath("job_pack.py").read_text()
+    args = {"job_dir": job_dir, "file_max": file_max, "total_max": total_max}
+    return HostProgram(job_pack.PROGRAM, source, (json.dumps(args),))
+
+
+async def fetch_host(
+    conn: HostConnection,
+    job_dir: str,
+    *,
+    file_max: int = FILE_MAX,
+    total_max: int = TOTAL_MAX,
+    timeout: float = 300.0,
+) -> HostBundle:
+    """``job_dir`` of ``conn``'s host, read into memory (never raises for the host)."""
+    bundle = HostBundle(conn.host.name)
+    sent = shipment(conn.host, pack_program(job_dir, file_max, total_max), setup=False)
+    try:
+        async with asyncio.timeout(timeout):
+            process = await conn.start_bytes(sent.command)
+            try:
+                await process.write(sent.stdin)
+                process.write_eof()
+                received = bytearray()
+                # gzip never grows text much: twice the packed limit is a broken stream.
+                async for chunk in process.chunks():
+                    received += chunk
+                    if len(received) > 2 * total_max + (1 << 20):
+                        raise TransportError(f"{conn.host.name}: the pack is larger than asked")
+                status = await process.wait()
+            finally:
+                process.close()
+    except TimeoutError:
+        bundle.error = f"not fetched within {timeout:g} s"
+        return bundle
+    except TransportError as exc:
+        bundle.error = str(exc)
+        return bundle
+    head, _, body = bytes(received).partition(b"\n")
+    try:
+        check_hello(conn.host.name, job_pack.PROGRAM, job_pack.VERSION, json.loads(head or b"0"))
+    except (ValueError, HostProgramError) as exc:
+        bundle.error = str(exc)
+        return bundle
+    if status != 0 and not body:
+        bundle.error = f"no job directory {job_dir} there (status {status})"
+        return bundle
+    try:
+        with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+            for member in tar:
+                handle = tar.extractfile(member) if member.isfile() else None
+                if handle is not None:
+                    bundle.files[member.name] = handle.read()
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        bundle.error = f"the pack ended early ({exc}); what came is kept"
+    manifest = bundle.files.pop(job_pack.MANIFEST, None)
+    bundle.manifest = json.loads(manifest) if manifest else {}
+    return bundle
+
+
+# -- the summary ---------------------------------------------------------------------
+
+
+def _when(epoch: Any) -> str:
+    if not isinstance(epoch, int | float):
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None) -> list[str]:
+    """What happened, from the history row and the leader's supervisor record."""
+    view = record.host_view or {}
+    truth = supervisor or {}
+    state = record.state.value + (" (hung)" if view.get("hung") else "")
+    leader = view.get("leader") or truth.get("host")
+    lines = [
+        f"job {record.id} ({record.name}), {record.kind.value}, "
+        f"{record.plan.world_size} ranks on {', '.join(record.hosts)}",
+        f"state: {truth.get('state') or state}"
+        + (f" (recorded by {leader}'s supervisor)" if leader else ""),
+        f"started {_when(record.started)}"
+        + (f", ended {_when(record.ended)}" if record.ended else ""),
+    ]
+    lines += host_view_lines(view, truth)
+    first = truth.get("first_failure") or view.get("first_failure")
+    if first:
+        lines.append("first failure: " + failure_text(first))
+    elif record.failure:
+        lines.append("failure: " + record.failure)
+    return lines
+
+
+def host_view_lines(
+    view: Mapping[str, Any], supervisor: Mapping[str, Any] | None = None
+) -> list[str]:
+    """What the supervisors' records add to a job's state: a dead supervisor, a hang
+    (the jobs screen shows these under the selected job, summary.txt too; the screen
+    adds its key hint, ``ui/jobs_service.screen_notes``)."""
+    truth = supervisor or {}
+    lines = []
+    unsupervised = view.get("unsupervised") or []
+    if unsupervised:
+        lines.append(
+            f"unsupervised on {', '.join(unsupervised)}: the supervisor died while the "
+            "job's processes run on (nothing stops the rest if one fails)"
+        )
+    hang = truth.get("hang") or view.get("hang")
+    if hang:
+        captured = ", ".join(hang.get("captured") or []) or "nothing"
+        idle = hang.get("idle_s")
+        idle_text = f"{idle:.0f}" if isinstance(idle, int | float) else "?"
+        lines.append(
+            f"hang: no progress for {idle_text} s, marked at "
+            f"{_when(hang.get('at'))}; captured {captured}"
+        )
+    return lines
+
+
+def stuck_rank(captures: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The capture (host/NAME) of the rank that held the others: a stopped, dead or
+    uninterruptible process first, else the one whose progress is oldest."""
+
+    def stuck_state(capture: Mapping[str, Any]) -> bool:
+        return any(p.get("state") in ("T", "t", "D", "Z") for p in capture.get("processes") or [])
+
+    stopped = [key for key, c in captures.items() if stuck_state(c)]
+    if stopped:
+        return sorted(stopped)[0]
+    progress: dict[str, float] = {
+        key: float(c["last_progress"])
+        for key, c in captures.items()
+        if isinstance(c.get("last_progress"), int | float)
+    }
+    if progress:
+        return min(progress, key=lambda k: progress[k])
+    return sorted(captures)[0] if captures else None
+
+
+def process_lines(bundles: Sequence[HostBundle]) -> list[str]:
+    lines = []
+    for bundle in bundles:
+        # A follower's record carries its host's name (hosts may share a home).
+        supervisor = (
+            bundle.json(f"supervisor.{bundle.host}.json") or bundle.json("supervisor.json") or {}
+        )
+        recorded = supervisor.get("processes") or {}
+        names = sorted(
+            {n[: -len(".sh")] for n in bundle.files if n.endswith(".sh") and "/" not in n}
+        )
+        for name in names:
+            info = recorded.get(name) or {}
+            exit_text = bundle.text(f"{name}.exit").strip()
+            code = info.get("exit_code", exit_text or None)
+            how = f"exit {code}" if code not in (None, "") else "no exit recorded"
+            if info.get("signal"):
+                how += f" ({info['signal']})"
+            rank = f" rank {info['rank']}" if info.get("rank") is not None else ""
+            lines.append(f"  {bundle.host} {name}{rank}: {how}")
+    return lines
+
+
+def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
+    by_host = {b.host: b for b in bundles}
+    leader = record.hosts[0] if record.hosts else None
+    truth = by_host[leader].json("supervisor.json") if leader in by_host else None
+    lines = summary_lines(record, truth)
+    captures = {
+        f"{b.host}/{name[len('hang/') : -len('.json')]}": b.json(name) or {}
+        for b in bundles
+        for name in b.files
+        if name.startswith("hang/") and name.endswith(".json") and name.count("/") == 1
+    }
+    stuck = stuck_rank(captures)
+    if stuck is not None:
+        host, name = stuck.split("/", 1)
+        capture = captures[stuck]
+        states = ", ".join(
+            f"pid {p.get('pid')} {p.get('state_name', p.get('state'))}"
+            + (f" in {p['wchan']}" if p.get("wchan") else "")
+            for p in capture.get("processes") or []
+        )
+        lines.append(f"stuck: {host} {name} rank {capture.get('rank')}: {states or '?'}")
+        step = capture.get("last_step") or {}
+        if step:
+            lines.append(f"  its last step: {step.get('step')} ({step.get('line', '')})")
+        stack = by_host[host].text(f"hang/{name}.stack.txt").splitlines()
+        if stack:
+            lines.append(f"  top of its stack (hosts/{host}/hang/{name}.stack.txt):")
+            lines += ["    " + line for line in stack[:STACK_LINES]]
+    processes = process_lines(bundles)
+    if processes:
+        lines.append("processes:")
+        lines += processes
+    for bundle in bundles:
+        if bundle.error:
+            lines.append(f"{bundle.host}: {bundle.error}")
+        for cut in bundle.manifest.get("truncated", []):
+            lines.append(
+                f"{bundle.host}: {cut['file']} truncated: its last {cut['kept']} of "
+                f"{cut['bytes']} bytes kept"
+            )
+        for skip in bundle.manifest.get("skipped", []):
+            why = skip.get("error") or f"{skip.get('bytes')} bytes, over the host's limit"
+            lines.append(f"{bundle.host}: {skip['file']} not included ({why})")
+    lines.append("")
+    lines.append("files: plan.json, timeline.txt, hosts/HOST/ (NAME.sh: exact command and env)")
+    return "\n".join(lines) + "\n"
+
+
+def timeline(bundles: Sequence[HostBundle]) -> list[dict[str, Any]]:
+    events = []
+    seen = set()
+    for bundle in bundles:
+        # events.jsonl (the leader's or a host's own) and events.HOST.jsonl (a follower's);
+        # hosts that share a home bundle the same files: each line once.
+        names = [n for n in bundle.files if n.startswith("events.") and n.endswith(".jsonl")]
+        for name in sorted(names):
+            for line in bundle.text(name).splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and line not in seen:
+                    seen.add(line)
+                    event.setdefault("host", bundle.host)
+                    events.append(event)
+    return sorted(events, key=_event_time)
+
+
+def _event_time(event: Mapping[str, Any]) -> float:
+    t = event.get("t")
+    return float(t) if isinstance(t, int | float) else 0.0
+
+
+def timeline_text(events: Sequence[Mapping[str, Any]]) -> str:
+    lines = []
+    for event in events:
+        rest = {k: v for k, v in event.items() if k not in ("t", "host", "event")}
+        detail = " ".join(f"{k}={json.dumps(v)}" for k, v in rest.items())
+        lines.append(f"{_when(event.get('t'))} {event.get('host')} {event.get('event')} {detail}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _safe(relpath: str) -> PurePosixPath | None:
+    path = PurePosixPath(relpath)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        return None
+    return path
+
+
+def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.txt").write_text(compose_summary(record, bundles))
+    (out / "plan.json").write_text(json.dumps(json.loads(plan_to_json(record.plan)), indent=2))
+    (out / "timeline.txt").write_text(timeline_text(timeline(bundles)))
+    for bundle in bundles:
+        base = out / "hosts" / bundle.host
+        base.mkdir(parents=True, exist_ok=True)
+        for name, data in bundle.files.items():
+            relative = _safe(name)
+            if relative is None:
+                continue  # a name that would leave the bundle's folder
+            target = base.joinpath(*relative.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        if bundle.manifest:
+            (base / job_pack.MANIFEST).write_text(json.dumps(bundle.manifest, indent=2))
+    return out / "summary.txt"
+
+
+async def make_report(
+    connections: Connections,
+    record: JobRecord,
+    out: Path,
+    *,
+    file_max: int = FILE_MAX,
+    total_max: int = TOTAL_MAX,
+) -> tuple[Path, list[HostBundle]]:
+    """Fetch every host's job directory at once and write the bundle to ``out``."""
+    hosts = list(record.plan.job_dirs)
+    if not hosts:
+        raise JobError(f"job {record.id}: its plan names no job directory")
+
+    async def one(host: str) -> HostBundle:
+        try:
+            conn = connections[host]
+        except KeyError as exc:
+            return HostBundle(host, error=str(exc))
+        return await fetch_host(
+            conn, record.plan.job_dirs[host], file_max=file_max, total_max=total_max
+        )
+
+    bundles = list(await asyncio.gather(*(one(h) for h in hosts)))
+    summary = await asyncio.to_thread(write_bundle, record, bundles, out)
+    return summary, bundles

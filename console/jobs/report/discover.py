@@ -1,0 +1,322 @@
+"""Jobs discovered from the hosts: the hosts are the source of truth, the history a cache.
+
+Every host's job directories are listed by ``hostprogs/jobs_scan.py`` (one command per
+host): each job's ``job.json`` (what it is: written at launch), the host supervisor's
+``supervisor.json`` (what happened: the LEADER's, the job's first host, is the job's
+truth) and whether its processes and supervisor are alive. :func:`discover` merges that
+into the history, so a console with an empty history (another laptop) lists the jobs
+running or ended on the hosts, and every console shows the state the supervisors
+recorded rather than its own guess. "unsupervised" is derived here: a host whose
+``supervisor.pid`` is dead while the job's processes there still live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from console.errors import HostProgramError, TransportError
+from console.hostprogs import jobs_scan
+from console.inventory import Host, Inventory
+from console.jobs.history import JobHistory, plan_from_json
+from console.jobs.models import JOBS_SUBDIR, JobState
+from console.jobs.ssh.control import Connections
+from console.jobs.ssh.job import JobFailure
+from console.transport.base import HostConnection
+from console.transport.hello import check_hello
+from console.transport.ship import HostProgram, shipment
+
+SCAN_TIMEOUT_S = 60.0
+SUPERVISOR_STATES = {
+    "running": JobState.RUNNING,
+    "hung": JobState.RUNNING,  # still running, marked
+    "succeeded": JobState.SUCCEEDED,
+    "failed": JobState.FAILED,
+    "stopped": JobState.STOPPED,
+}
+
+
+def job_root(host: Host) -> str:
+    base = host.work_dir.rstrip("/") or ""
+    return f"{base}/{JOBS_SUBDIR}"
+
+
+@dataclass(frozen=True, slots=True)
+class HostJob:
+    """One job directory on one host, as the scan read it."""
+
+    host: str
+    job_id: str
+    dir: str
+    document: dict[str, Any] | None
+    supervisor: dict[str, Any] | None
+    supervisor_alive: bool | None  # None: no supervisor.pid (a job started without one)
+    processes: dict[str, dict[str, Any]]
+    alive: int
+    modified: float | None
+
+    @property
+    def unsupervised(self) -> bool:
+        return self.supervisor_alive is False and self.alive > 0
+
+
+def parse_scan(host: str, text: str) -> list[HostJob]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise HostProgramError(host, jobs_scan.PROGRAM, "printed nothing")
+    check_hello(host, jobs_scan.PROGRAM, jobs_scan.VERSION, _json(host, lines[0]))
+    found = []
+    for line in lines[1:]:
+        record = _json(host, line)
+        if "done" in record:
+            break
+        found.append(
+            HostJob(
+                host=host,
+                job_id=str(record["job"]),
+                dir=str(record["dir"]),
+                document=record.get("document"),
+                supervisor=record.get("supervisor")
+                if isinstance(record.get("supervisor"), dict)
+                else None,
+                supervisor_alive=record.get("supervisor_alive"),
+                processes=dict(record.get("processes") or {}),
+                alive=int(record.get("alive") or 0),
+                modified=record.get("modified"),
+            )
+        )
+    return found
+
+
+def _json(host: str, line: str) -> dict[str, Any]:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        raise HostProgramError(host, jobs_scan.PROGRAM, f"unreadable line {line[:120]!r}") from None
+    if not isinstance(value, dict):
+        raise HostProgramError(host, jobs_scan.PROGRAM, f"unexpected record {line[:120]!r}")
+    return value
+
+
+def scan_program(
+    roots: Sequence[str], known: Iterable[str] = (), host: str | None = None
+) -> HostProgram:
+    source = resources.files("console.hostprogs").joinpath("jobs_scan.py").read_text()
+    # The host's name picks its own supervisor's files where hosts share a home.
+    args = json.dumps(
+        {"roots": list(roots), "known": sorted(known), "host": host}, separators=(",", ":")
+    )
+    return HostProgram(jobs_scan.PROGRAM, source, (args,))
+
+
+async def scan_host(
+    conn: HostConnection, *, known: Iterable[str] = (), timeout: float = SCAN_TIMEOUT_S
+) -> list[HostJob]:
+    """Every job directory under ``conn``'s host's job root (raises TransportError)."""
+    program = scan_program([job_root(conn.host)], known, conn.host.name)
+    sent = shipment(conn.host, program, setup=False)
+    result = await conn.run(sent.command, input=sent.stdin, timeout=timeout)
+    if not result.ok:
+        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TransportError(f"{conn.host.name}: the jobs scan failed ({detail})")
+    return parse_scan(conn.host.name, result.stdout)
+
+
+@dataclass
+class DiscoveredJob:
+    """One job, merged from every host that holds a directory of it."""
+
+    job_id: str
+    copies: dict[str, HostJob] = field(default_factory=dict)  # host -> its directory
+
+    @property
+    def document(self) -> dict[str, Any] | None:
+        """The job.json with a plan if any host's has one, else any job.json."""
+        docs = [c.document for c in self.copies.values() if c.document]
+        return next((d for d in docs if d.get("plan")), docs[0] if docs else None)
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        doc = self.document
+        if doc and doc.get("hosts"):
+            return tuple(str(h) for h in doc["hosts"])
+        return tuple(self.copies)
+
+    @property
+    def leader(self) -> str:
+        return self.hosts[0]
+
+    @property
+    def truth(self) -> dict[str, Any] | None:
+        """The leader's supervisor.json (the job's truth), else none."""
+        copy = self.copies.get(self.leader)
+        return copy.supervisor if copy is not None else None
+
+    @property
+    def unsupervised(self) -> list[str]:
+        return [h for h, c in self.copies.items() if c.unsupervised]
+
+    @property
+    def modified(self) -> float | None:
+        times = [c.modified for c in self.copies.values() if c.modified is not None]
+        return max(times) if times else None
+
+    @property
+    def alive(self) -> int:
+        return sum(c.alive for c in self.copies.values())
+
+    def state(self) -> JobState:
+        truth = self.truth
+        state = None
+        if truth is not None and truth.get("state") in SUPERVISOR_STATES:
+            state = SUPERVISOR_STATES[truth["state"]]
+        elif self.alive:
+            state = JobState.RUNNING  # no supervisor record: what the process files say
+        if state is not None:
+            # A dead supervisor while the processes run on: nothing enforces fail-fast.
+            unwatched = state is JobState.RUNNING and self.unsupervised
+            return JobState.UNSUPERVISED if unwatched else state
+        exits = [p.get("exit") for c in self.copies.values() for p in c.processes.values()]
+        if not exits:
+            return JobState.LOST
+        if all(e == 0 for e in exits):
+            return JobState.SUCCEEDED
+        return JobState.FAILED
+
+    @property
+    def hung(self) -> bool:
+        truth = self.truth or {}
+        return truth.get("state") == "hung" or (
+            bool(truth.get("hang")) and truth.get("state") == "running"
+        )
+
+    def first_failure(self) -> dict[str, Any] | None:
+        failure = (self.truth or {}).get("first_failure")
+        return failure if isinstance(failure, dict) else None
+
+    def failure_text(self) -> str | None:
+        failure = self.first_failure()
+        if failure is None:
+            return None
+        return failure_text(failure, self.document)
+
+    def view(self) -> dict[str, Any]:
+        """What the history keeps of the hosts' record (``JobRecord.host_view``)."""
+        truth = self.truth or {}
+        return {
+            "supervisor": truth.get("state"),
+            "leader": self.leader,
+            "hung": self.hung,
+            "hang": truth.get("hang"),
+            "unsupervised": self.unsupervised,
+            "first_failure": self.first_failure(),
+            "alive": self.alive,
+            "ended_at": truth.get("ended_at"),
+        }
+
+
+def failure_text(failure: Mapping[str, Any], document: Mapping[str, Any] | None = None) -> str:
+    """The supervisor's first failure in the words the console uses for one."""
+    rank = failure.get("rank")
+    signal = failure.get("signal")
+    reason = f"killed by {signal}" if signal else ""
+    cause = str(failure.get("reason") or failure.get("cause") or "")
+    if not failure.get("process") and cause.startswith("hung"):
+        # The policy records a hang as the cause only when the job stops on one.
+        return f"{cause}; stopped because --stop-on-hang"
+    ranks = [r for r in failure.get("ranks") or () if isinstance(r, int)]
+    described = JobFailure(
+        host=str(failure.get("host") or "?"),
+        process=str(failure.get("process") or ""),
+        ranks=tuple(ranks) or ((int(rank),) if isinstance(rank, int) else ()),
+        exit_status=failure.get("exit_code"),
+        reason=reason or ("" if failure.get("exit_code") is not None else cause),
+        tail=tuple(str(line) for line in failure.get("lines") or ()),
+        ended_at=failure.get("at"),
+    )
+    return described.describe()
+
+
+@dataclass
+class Discovery:
+    jobs: dict[str, DiscoveredJob] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)  # host -> why
+
+    def add(self, found: Iterable[HostJob]) -> None:
+        for copy in found:
+            self.jobs.setdefault(copy.job_id, DiscoveredJob(copy.job_id)).copies[copy.host] = copy
+
+
+async def scan_hosts(
+    connections: Connections, hosts: Sequence[Host], *, known: Iterable[str] = ()
+) -> Discovery:
+    """Scan every host at once; a host that cannot be scanned is named, never fatal."""
+    known = sorted(known)
+    outcomes = await asyncio.gather(
+        *(scan_host(connections[h.name], known=known) for h in hosts), return_exceptions=True
+    )
+    found = Discovery()
+    for host, outcome in zip(hosts, outcomes, strict=True):
+        if isinstance(outcome, TransportError):
+            found.unreachable[host.name] = str(outcome)
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            found.add(outcome)
+    return found
+
+
+def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> list[str]:
+    """Write what the hosts say into the history: jobs it lacks are added (from their
+    job.json), and a job whose leader's supervisor recorded a state takes that state.
+    Returns the ids the hosts settled (their state is the supervisor's)."""
+    known = {r.id for r in history.records(inventory=inventory.path)}
+    # Job ids are unique across inventories: a second file naming the same hosts (a
+    # copy, a subset) sees jobs the history holds under the first; those stay its own.
+    elsewhere = {r.id for r in history.summaries()} - known
+    names = {h.name for h in inventory.hosts}
+    settled = []
+    for job in discovery.jobs.values():
+        document = job.document
+        if job.job_id in elsewhere:
+            continue
+        if job.job_id not in known:
+            plan_data = (document or {}).get("plan")
+            if not plan_data or not set(job.hosts) <= names:
+                continue  # not this inventory's job, or a job.json without its plan
+            plan = plan_from_json(json.dumps(plan_data))
+            history.add(plan, inventory=inventory.path, started=_started(document))
+        if job.truth is None and job.job_id in known:
+            continue  # no supervisor: the console's re-attach (jobs.runner) decides
+        state = job.state()
+        history.record_from_hosts(
+            job.job_id,
+            state,
+            ended=(job.view()["ended_at"] or job.modified) if state.finished else None,
+            failure=job.failure_text(),
+            view=job.view(),
+        )
+        if job.truth is not None or state is JobState.UNSUPERVISED:
+            settled.append(job.job_id)
+    return settled
+
+
+def _started(document: Mapping[str, Any] | None) -> float | None:
+    value = (document or {}).get("created_at")
+    return float(value) if isinstance(value, int | float) else None
+
+
+async def discover(
+    connections: Connections, inventory: Inventory, history: JobHistory
+) -> tuple[Discovery, list[str]]:
+    """Scan the inventory's hosts and merge (see :func:`merge`), the history in a thread."""
+    known = await asyncio.to_thread(
+        lambda: [r.id for r in history.summaries(inventory=inventory.path)]
+    )
+    found = await scan_hosts(connections, inventory.hosts, known=known)
+    settled = await asyncio.to_thread(merge, found, history, inventory)
+    return found, settled
