@@ -26,6 +26,7 @@ from console.inventory.model import (
     host_problems,
     slurm_problems,
 )
+from console.inventory.yaml_syntax import syntax_error
 from console.names import env_name_problem
 from console.validation import did_you_mean
 
@@ -39,10 +40,7 @@ def load_yaml(text: str, path: str, base: Path) -> Inventory:
     try:
         doc = YAML(typ="rt").load(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = None if mark is None else mark.line + 1
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise InventoryError(f"YAML syntax error: {problem}", path=path, line=line) from None
+        raise syntax_error(exc, text, path) from None
     except YAMLError as exc:
         raise InventoryError(f"YAML error: {exc}", path=path) from None
     if doc is None:

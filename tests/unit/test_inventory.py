@@ -154,7 +154,7 @@ YAML_ERRORS = {
             address: [10.0.0.1
           - name: b
         """,
-        4,
+        3,  # where the '[' opened; the parser stopped on line 4 (tests/unit/test_yaml_syntax.py)
         None,
         "YAML syntax error",
     ),
