@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "keys": "let every host SSH to every other by name (keys, known_hosts, ~/.ssh/config)",
     "demo": "run an embedded demo cluster (SSH servers on loopback) and open the console on it",
     "ui": "open the console on an inventory (also: distconsole HOSTS)",
+    "metrics": "serve every GPU's and job's figures to Prometheus (dcgm-exporter's names)",
     "sync-gc": "remove old --sync trees and the objects only they used, on every host",
 }
 
@@ -63,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     # `distconsole hosts.yaml [options]` is short for `distconsole ui hosts.yaml [options]`.
     if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+        if not _names_a_file(args_list[0]):
+            return _unknown_command(args_list[0])
         args_list.insert(0, "ui")
     command = args_list[0] if args_list and args_list[0] in COMMANDS else ""
     parser = build_parser(command)
@@ -81,6 +84,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_went_away()
     return status
+
+
+def _names_a_file(word: str) -> bool:
+    """Whether ``word`` is read as an inventory file: one that exists, or a name that can
+    only be a path (``hosts.yaml``, ``~/c/hosts``); a missing one is then "file not found".
+    A bare word naming nothing (``gpu``, ``lauch``) is a mistyped command."""
+    return os.path.exists(word) or os.sep in word or "." in word
+
+
+def _unknown_command(word: str) -> int:
+    """``distconsole gpu``: no such command and no such file; exit 2 naming the likely one."""
+    from console.validation import did_you_mean  # pydantic: only on this path
+
+    guess = did_you_mean(word, COMMANDS)
+    hint = f"did you mean {guess!r}?" if guess else f"commands: {', '.join(COMMANDS)}"
+    print(
+        f"distconsole: unknown command {word!r}; {hint}\n"
+        f"(no file named {word!r} either: `distconsole HOSTS.yaml` opens the console on an "
+        "inventory; `distconsole --help` lists the commands)",
+        file=sys.stderr,
+    )
+    return EXIT_BAD_INPUT
 
 
 def _reader_went_away() -> int:

@@ -1,0 +1,102 @@
+"""``ClusterCollector``: a prometheus_client Collector over the latest views and jobs.
+
+Each scrape turns one :class:`~console.metrics.source.Snapshot` into metric families:
+dcgm-exporter's GPU metrics (``console/metrics/dcgm.py``) and distconsole's own
+(``distconsole_*``: host up, sample age, job state, per-rank step, steps/s, samples/s,
+loss). One labels dict is made per GPU and shared by all of that GPU's samples, which
+lets :func:`console.metrics.exposition.render_text` write each label set once.
+A figure the GPU did not report is left out (never exported as 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from console.logs.steps import RankSteps
+from console.metrics.dcgm import DCGM_FIELDS, HOSTNAME_LABEL, gpu_labels
+from console.metrics.source import MetricsSource, Snapshot
+
+PREFIX = "distconsole_"
+
+
+def _family(name: str, doc: str, typ: str = "gauge") -> Metric:
+    return Metric(name, doc, typ)
+
+
+class ClusterCollector(Collector):
+    def __init__(self, source: MetricsSource, *, hostname_label: str = HOSTNAME_LABEL) -> None:
+        self.source = source
+        self.hostname_label = hostname_label
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.source.snapshot()
+        yield from self.gpu_families(snap)
+        yield from self.host_families(snap)
+        yield from self.job_families(snap)
+
+    # -- dcgm-exporter's -----------------------------------------------------------------
+
+    def gpu_families(self, snap: Snapshot) -> Iterator[Metric]:
+        rows = []
+        for view in snap.views:
+            if view.sample is None:
+                continue
+            for g in view.sample.gpus:
+                rows.append((gpu_labels(view.name, g, self.hostname_label), g))
+        for field in DCGM_FIELDS:
+            family = _family(field.name, field.help, field.type)
+            name, read, append = field.name, field.read, family.samples.append
+            for labels, g in rows:
+                value = read(g)
+                if value is not None:
+                    append(Sample(name, labels, value))
+            yield family
+
+    # -- distconsole's own -----------------------------------------------------------------
+
+    def host_families(self, snap: Snapshot) -> Iterator[Metric]:
+        host = self.hostname_label
+        up = _family(
+            PREFIX + "host_up", "1 when the host is connected and its samples are current."
+        )
+        age = _family(
+            PREFIX + "host_sample_age_seconds", "Seconds since the host's latest sample arrived."
+        )
+        for view in snap.views:
+            labels = {host: view.name}
+            up.samples.append(Sample(up.name, labels, 1.0 if view.live else 0.0))
+            if view.sample is not None:
+                seconds = max(0.0, snap.taken - view.sample.time)
+                age.samples.append(Sample(age.name, labels, seconds))
+        yield up
+        yield age
+
+    def job_families(self, snap: Snapshot) -> Iterator[Metric]:
+        state = _family(PREFIX + "job_state", "1 for each job in its current state (label state).")
+        for job in snap.jobs:
+            labels = {"job": job.job_id, "name": job.name, "kind": job.kind, "state": job.state}
+            state.samples.append(Sample(state.name, labels, 1.0))
+        yield state
+        figures: tuple[tuple[str, str, str], ...] = (
+            ("rank_step", "step", "The rank's latest step, as its log printed it."),
+            ("rank_steps_per_second", "steps_per_s", "Steps per second of the rank."),
+            ("rank_samples_per_second", "samples_per_s", "Samples per second the rank printed."),
+            ("rank_loss", "loss", "The rank's latest loss, as its log printed it."),
+        )
+        families = [(_family(PREFIX + n, doc), attr) for n, attr, doc in figures]
+        for job_id, ranks in snap.ranks.items():
+            for rank in ranks:
+                labels = self._rank_labels(job_id, rank)
+                for family, attr in families:
+                    value = getattr(rank, attr)
+                    if value is not None:
+                        family.samples.append(Sample(family.name, labels, float(value)))
+        for family, _attr in families:
+            yield family
+
+    def _rank_labels(self, job_id: str, rank: RankSteps) -> dict[str, str]:
+        return {"job": job_id, "rank": str(rank.key), self.hostname_label: rank.host}
