@@ -76,7 +76,7 @@ def add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> Non
     info = tarfile.TarInfo(name)
     info.size = len(data)
     info.mtime = int(mtime)
-    info.mode = 0o644
+    info.mode = 0o600  # the job's logs and env: private wherever the tar is unpacked
     tar.addfile(info, io.BytesIO(data))
 
 

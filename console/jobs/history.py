@@ -21,6 +21,7 @@ import platformdirs
 
 from console.errors import JobError
 from console.jobs.models import JobKind, JobPlan, JobState, LogFile, RankLaunch, Upload
+from console.jobs.private import private_dir, private_file
 
 DATA_DIR_ENV = "DISTCONSOLE_DATA_DIR"
 DB_NAME = "jobs.sqlite3"
@@ -171,7 +172,9 @@ class JobHistory:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or data_dir() / DB_NAME
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Its rows hold each job's plan: environment, --env secrets included.
+            private_dir(self.path.parent)
+            private_file(self.path)
             with self._db() as db:
                 db.executescript(SCHEMA)
                 present = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}

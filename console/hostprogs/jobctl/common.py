@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import sys
 from typing import Any
 
@@ -36,6 +37,11 @@ FINAL_STATES = ("succeeded", "failed", "stopped")
 LOST_HOSTS = "lost-hosts"  # lost-hosts/HOST in a job directory: the console lost HOST
 # ended-hosts/HOST.json: the processes of HOST (its supervisor dead) that the console saw end
 ENDED_HOSTS = "ended-hosts"
+# Everything in a job directory can hold the job's environment, secret or logs: private
+# to its user whatever the login umask (files 600, directories and wrappers 700). The
+# wrapper gives the program itself the login umask back (USER_UMASK_VAR, octal).
+PRIVATE_UMASK = 0o077
+USER_UMASK_VAR = "DISTCONSOLE_UMASK"
 
 
 def supervisor_file(name: str, host: str | None, leader: bool) -> str:
@@ -61,7 +67,7 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+def write_atomic(path: str, text: str, mode: int = 0o600) -> None:
     # A temporary name of this process's own: hosts that share a home write the same
     # file at once (every host's stop writes stop-requested), and a shared name let one
     # host's rename take the file from under another's chmod.
@@ -70,6 +76,37 @@ def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
         handle.write(text)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def tighten(path: str) -> None:
+    """Take group's and others' bits off ``path`` and all under it that this user owns
+    (a job directory written before files were private, or files a job's program made
+    with the login umask). Symlinks are neither followed nor changed."""
+    me = os.geteuid()
+
+    def strip(item: str) -> None:
+        with contextlib.suppress(OSError):
+            st = os.lstat(item)
+            if st.st_uid == me and st.st_mode & 0o077 and not stat.S_ISLNK(st.st_mode):
+                os.chmod(item, stat.S_IMODE(st.st_mode) & 0o7700)
+
+    strip(path)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            strip(os.path.join(root, name))
+
+
+def private_job_dir(job_dir: str) -> None:
+    """The job directory and the jobs folder that holds it made private (700), and what
+    the job directory holds (the next time distconsole touches a job written before)."""
+    if not os.path.isdir(job_dir):
+        return
+    parent = os.path.dirname(os.path.normpath(job_dir))
+    with contextlib.suppress(OSError):
+        st = os.stat(parent)
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+            os.chmod(parent, stat.S_IMODE(st.st_mode) & 0o7700)
+    tighten(job_dir)
 
 
 def live_processes() -> list[tuple[int, int, str]]:

@@ -42,6 +42,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         LOST_HOSTS,
         MACHINE_SUFFIX,
         PGID_SUFFIX,
+        PRIVATE_UMASK,
         STOP_REQUESTED,
         SUPERVISOR_CONFIG,
         SUPERVISOR_LOG,
@@ -49,6 +50,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         SUPERVISOR_PORT,
         SUPERVISOR_SECRET,
         SUPERVISOR_SOURCE,
+        USER_UMASK_VAR,
         WRAPPER_SUFFIX,
         command_line,
         emit,
@@ -58,6 +60,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         live_sessions,
         marked_pids,
         pid_alive,
+        private_job_dir,
         process_report,
         read_text,
         recorded_here,
@@ -71,12 +74,14 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
 PROGRAM = "jobctl"
 VERSION = 1  # of its records
 FREE_PORT_TRIES = 64  # bases tried for free-port's span
+LOGIN_UMASK = 0o022  # the umask this run was started with (main() sets it)
 
 
 def op_start(args: dict[str, Any]) -> None:
     payload = json.loads(sys.stdin.read())
     job_dir = os.path.expanduser(payload["job_dir"])
     os.makedirs(job_dir, exist_ok=True)
+    private_job_dir(job_dir)
     for upload in payload.get("uploads", []):
         path = os.path.expanduser(upload["path"])
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -85,11 +90,14 @@ def op_start(args: dict[str, Any]) -> None:
         tmp = f"{path}.{socket.gethostname()}.{os.getpid()}.tmp"
         with open(tmp, "wb") as handle:
             handle.write(base64.b64decode(upload["data"]))
-        os.chmod(tmp, int(upload.get("mode", 0o644)))
+        os.chmod(tmp, int(upload.get("mode", 0o600)) & 0o700)
         os.replace(tmp, path)
     for directory in payload.get("dirs", []):
         os.makedirs(os.path.expanduser(directory), exist_ok=True)
     shell = shutil.which("bash") or "/bin/sh"
+    # The wrapper opens the job's files private (this umask), then gives the program
+    # the login umask back: what it writes elsewhere (checkpoints) is the user's affair.
+    env = dict(os.environ, **{USER_UMASK_VAR: f"{LOGIN_UMASK:04o}"})
     pgids = {}
     for proc in payload["processes"]:
         name = proc["name"]
@@ -101,6 +109,7 @@ def op_start(args: dict[str, Any]) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             cwd=job_dir,
+            env=env,
             close_fds=True,
             start_new_session=True,
         )
@@ -158,6 +167,7 @@ def start_supervisor(job_dir: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def op_inspect(args: dict[str, Any]) -> None:
     job_dir = os.path.expanduser(args["job_dir"])
+    private_job_dir(job_dir)
     names = args["names"]
     pgids = job_pgids(job_dir, names)
     alive = {pgid for _pid, pgid, _state in live_processes()}
@@ -181,6 +191,7 @@ def stdin_closed(timeout: float) -> bool:
 
 def op_watch(args: dict[str, Any]) -> None:
     job_dir = os.path.expanduser(args["job_dir"])
+    private_job_dir(job_dir)
     interval = float(args.get("interval", 0.2))
     pending = list(args["names"])
     running: set[str] = set()
@@ -232,6 +243,7 @@ def op_watch(args: dict[str, Any]) -> None:
 
 def op_stop(args: dict[str, Any]) -> None:
     job_dir = os.path.expanduser(args["job_dir"])
+    private_job_dir(job_dir)
     job_id = args["job_id"]
     grace = float(args.get("grace", 10.0))
     names = args.get("names", [])
@@ -394,6 +406,9 @@ OPS = {
 
 
 def main() -> None:
+    global LOGIN_UMASK
+    # Whatever it writes (the job directory, its files, the supervisor's) is private.
+    LOGIN_UMASK = os.umask(PRIVATE_UMASK)
     op = sys.argv[1]
     args = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
     try:

@@ -36,7 +36,13 @@ import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl.common import STOP_REQUESTED, read_text, write_atomic
+    from console.hostprogs.jobctl.common import (
+        PRIVATE_UMASK,
+        STOP_REQUESTED,
+        read_text,
+        tighten,
+        write_atomic,
+    )
     from console.hostprogs.supervisor.hang import SvHangWatch, sv_hang_api
     from console.hostprogs.supervisor.local import (
         SUPERVISOR_VERSION,
@@ -236,7 +242,12 @@ class Supervisor(SvHangWatch, SvPeers):
             with contextlib.suppress(OSError):
                 self.stop_asked_at = os.stat(os.path.join(self.job_dir, STOP_REQUESTED)).st_mtime
                 self.event("stop-requested")
-        for end in self.local.poll(self.stop_asked_at):
+        ends = self.local.poll(self.stop_asked_at)
+        if ends and self.local.all_ended:
+            # What the job's programs wrote here with the login umask (torchrun's logs,
+            # hang dumps) becomes private too, before anyone hears the job here ended.
+            tighten(self.job_dir)
+        for end in ends:
             self.dirty = True
             self.event("process-ended", **{k: v for k, v in end.items() if k != "lines"})
             self.feed_end(self.host, end)
@@ -328,11 +339,13 @@ class Supervisor(SvHangWatch, SvPeers):
             self.local._signal(signal.SIGKILL)
             time.sleep(0.1)
         self.dirty = True
+        tighten(self.job_dir)  # and what was written since (hang captures)
         self.write(force=True)
         self.done = True
 
 
 def supervisor_main() -> None:
+    os.umask(PRIVATE_UMASK)  # its files hold the job's state and secret
     job_dir = os.path.abspath(sys.argv[1])
     supervisor = Supervisor(job_dir, sys.argv[2] if len(sys.argv) > 2 else None)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -90,6 +90,9 @@ def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | No
     on_failure = f"echo {failed} >&2; exit {RANK_SETUP_FAILED}"
     lines = [
         f'd={ranks_dir}/rank."$r"',  # paths.rank_dir
+        # The rank's files private (the tees open them under this umask); the program
+        # gets the login umask back.
+        "distconsole_umask=$(umask); umask 0077",
         f'mkdir -p -- "$d" || exit {RANK_CWD_FAILED}',
         # The launcher keeps receiving the output (mpirun's echo, `launch` following it).
         # The stdout tee marks the rank done once the program's stdout closes, however
@@ -97,6 +100,7 @@ def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | No
         # a stop's TERM to everything of the job leaves it to finish at EOF.
         f'exec > >(trap \'\' TERM INT HUP; tee -- "$d/stdout"; : >"$d/{paths.RANK_DONE}")'
         ' 2> >(tee -- "$d/stderr" >&2)',
+        'umask "$distconsole_umask"',
         with_setup(h.host.setup, "\n".join(body), on_failure=on_failure),
     ]
     return "\n".join(lines)

@@ -32,6 +32,7 @@ from typing import Any
 from console.errors import HostProgramError, JobError, TransportError
 from console.hostprogs import job_pack
 from console.jobs.history import JobRecord, plan_to_json
+from console.jobs.private import private_dir, write_private
 from console.jobs.report.discover import failure_text
 from console.jobs.ssh.control import Connections
 from console.transport.base import HostConnection
@@ -314,22 +315,24 @@ def _safe(relpath: str) -> PurePosixPath | None:
 
 
 def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.txt").write_text(compose_summary(record, bundles))
-    (out / "plan.json").write_text(json.dumps(json.loads(plan_to_json(record.plan)), indent=2))
-    (out / "timeline.txt").write_text(timeline_text(timeline(bundles)))
+    """The bundle under ``out``, private (700/600): it holds the job's env and logs."""
+    private_dir(out)
+    write_private(out / "summary.txt", compose_summary(record, bundles))
+    write_private(out / "plan.json", json.dumps(json.loads(plan_to_json(record.plan)), indent=2))
+    write_private(out / "timeline.txt", timeline_text(timeline(bundles)))
     for bundle in bundles:
-        base = out / "hosts" / bundle.host
-        base.mkdir(parents=True, exist_ok=True)
+        base = private_dir(out / "hosts") / bundle.host
+        private_dir(base)
         for name, data in bundle.files.items():
             relative = _safe(name)
             if relative is None:
                 continue  # a name that would leave the bundle's folder
-            target = base.joinpath(*relative.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            folder = base
+            for part in relative.parts[:-1]:
+                folder = private_dir(folder / part)
+            write_private(folder / relative.parts[-1], data)
         if bundle.manifest:
-            (base / job_pack.MANIFEST).write_text(json.dumps(bundle.manifest, indent=2))
+            write_private(base / job_pack.MANIFEST, json.dumps(bundle.manifest, indent=2))
     return out / "summary.txt"
 
 

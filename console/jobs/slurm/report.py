@@ -20,6 +20,7 @@ from pathlib import Path
 
 from console.errors import ConsoleError, JobError
 from console.jobs.history import JobRecord
+from console.jobs.private import write_private
 from console.jobs.report.bundle import HostBundle, make_report
 from console.jobs.slurm.backend import SlurmBackend
 from console.jobs.slurm.nodes import task_nodes
@@ -92,6 +93,6 @@ async def _ask(slurm: SlurmBackend, command: str) -> str:
 
 
 def _write(slurm_file: Path, text: list[str], summary: Path, lines: list[str]) -> None:
-    slurm_file.write_text("\n".join(text) + "\n")
+    write_private(slurm_file, "\n".join(text) + "\n")
     with summary.open("a") as f:
         f.write("\n".join(lines) + "\n")

@@ -23,6 +23,7 @@ from typing import Any
 
 from console.errors import JobError
 from console.hostprogs.jobctl import program as jobctl
+from console.hostprogs.jobctl.common import PRIVATE_UMASK, USER_UMASK_VAR
 from console.inventory import Host
 from console.jobs import paths
 from console.jobs.history import plan_hosts, plan_to_json
@@ -141,11 +142,14 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
     )
     lines = [
         f"# distconsole job {job_id}: {name} on {host.name}",
+        # The job's files private whatever the login umask (jobctl starts this with it).
+        f"umask {PRIVATE_UMASK:04o}",
         redirect,
         # A TERM to the whole group reaches the program too; the trap only keeps this
         # shell alive long enough to record the program's status.
         "trap 'distconsole_signalled=1' TERM INT HUP",
         "distconsole_finish() {",
+        f"  umask {PRIVATE_UMASK:04o}",
         f'  printf "%s\\n" "$1" >{exit_tmp} && mv -f {exit_tmp} {exit_file}',
         '  exit "$1"',
         "}",
@@ -168,6 +172,8 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
     if not launch.argv:
         raise JobError(f"{launch.host}: {name}: the plan gives no command to run")
     body += [
+        # The program gets the login umask back: what it writes is the user's affair.
+        f'umask "${{{USER_UMASK_VAR}:-0022}}"; unset {USER_UMASK_VAR}',
         f"{shell_join(launch.argv)} </dev/null",
         "distconsole_finish $?",
         "",
@@ -227,7 +233,7 @@ def start_payload(
         {
             "path": upload.path,
             "data": base64.b64encode(bundled_file(upload.resource, upload.package)).decode(),
-            "mode": 0o644,
+            "mode": 0o600,
         }
         for upload in plan.uploads
         if upload.host == host.name
@@ -236,7 +242,7 @@ def start_payload(
         {
             "path": f"{job_dir}/{JOB_FILE}",
             "data": base64.b64encode(json.dumps(document).encode()).decode(),
-            "mode": 0o644,
+            "mode": 0o600,
         }
     )
     dirs: set[str] = set()
