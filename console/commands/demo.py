@@ -1,7 +1,7 @@
 """`distconsole demo`: an embedded cluster of SSH servers on loopback, and the console on it.
 
 ``--serve`` only runs the cluster (its inventory path is the first stdout line) until
-SIGINT/SIGTERM, for scripts, benchmarks and a second terminal. Without it the cluster
+SIGINT/SIGTERM/SIGHUP, for scripts, benchmarks and a second terminal. Without it the cluster
 runs in a daemon thread's event loop while the UI (which runs its own loop) opens on it,
 on the GPU screen with a small job already training (:mod:`console.commands.demo_job`)
 unless ``--idle``; the job is launched like ``launch --detach`` would, so the console
@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
         "--serve",
         action="store_true",
         help="only serve the cluster: print the inventory path as the first line, "
-        "stop on SIGINT/SIGTERM",
+        "stop on SIGINT/SIGTERM/SIGHUP",
     )
     parser.add_argument(
         "--dir",
@@ -95,7 +95,8 @@ async def _serve(hosts: int, directory: Path | None) -> int:
     cluster = _make_cluster(hosts, directory)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP: the terminal that ran it closed. A harder end (SIGKILL) is the reaper's.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     try:
         path = await _start(cluster)

@@ -30,6 +30,7 @@ import ipaddress
 import os
 import secrets
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +41,7 @@ import asyncssh
 
 from console.transport.demo_files import inventory_data, write_cluster_files
 from console.transport.demo_processes import CLUSTER_ENV, HOST_ENV, end_processes
+from console.transport.demo_reaper import start_reaper
 from console.transport.demo_session import DemoServer, HomeSFTPServer, Session
 
 # 127.0.0.x is taken by the test suite's sshd hosts; this range is the demo's alone.
@@ -184,6 +186,7 @@ class DemoCluster:
         )
         self.nodes = tuple(DemoNode(self, first + i) for i in range(hosts))
         self._children: set[asyncio.Task[int]] = set()
+        self._reaper: subprocess.Popen[bytes] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -220,6 +223,8 @@ class DemoCluster:
                 if exc.errno != errno.EADDRINUSE or attempt == PORT_ATTEMPTS - 1:
                     raise
         write_cluster_files(self)
+        if self._reaper is None:
+            self._reaper = start_reaper(self.token, self.root if self._own_root else None)
         return self.inventory_path
 
     async def stop(self) -> None:
@@ -230,6 +235,10 @@ class DemoCluster:
             task.cancel()
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None and reaper.stdin is not None:
+            reaper.stdin.close()  # nothing is left for it: it checks and exits
+            await asyncio.to_thread(reaper.wait, 10)
 
     async def stop_host(self, name: str, *, kill_processes: bool = False) -> None:
         """Take one host off the network (listener closed, its connections dropped)."""

@@ -9,7 +9,9 @@ root) when they are made.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -80,6 +82,10 @@ class DistConsoleApp(App[int]):
     # Set by run() for callers that open elsewhere or have something to say (the demo).
     first_screen: str | None = None
     startup_notice: str | None = None
+    # Set by run() (a real terminal): SIGTERM and SIGHUP (the terminal window closed) end
+    # the app as `q` does, so whoever called run() cleans up after it (the demo powers its
+    # hosts off). Not in tests, whose one process hosts many apps.
+    exit_on_signals = False
     # Absolute, so subclasses defined elsewhere (tests, scripts) find it too.
     CSS_PATH = Path(__file__).with_name("app.tcss")
     BINDINGS = [
@@ -156,6 +162,10 @@ class DistConsoleApp(App[int]):
         return dict(STATE_VARIABLES)
 
     def on_mount(self) -> None:
+        if self.exit_on_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                loop.add_signal_handler(sig, self.exit)
         if self.first_screen is not None:
             self.switch_mode(self.first_screen)
         if self.startup_notice:
@@ -373,6 +383,7 @@ def run(
     app = DistConsoleApp(inventory, theme=chosen)
     app.first_screen = first_screen
     app.startup_notice = notice
+    app.exit_on_signals = True
     if sub_title is not None:
         app.sub_title = sub_title
     # Here, not in the app: it is process-wide, and test processes host many apps.

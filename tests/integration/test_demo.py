@@ -320,3 +320,44 @@ async def test_a_signal_after_stdin_eof_still_reaches_the_process() -> None:
             process.send_signal("KILL")
             await asyncio.wait_for(process.wait_closed(), 5)
         assert process.exit_signal is not None and process.exit_signal[0] == "KILL"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL])
+def test_serve_ended_by_a_signal_leaves_no_process_behind(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """`demo --serve` whose terminal closes (SIGHUP) or that is killed outright: the
+    detached processes its hosts started end too (SIGHUP: its own stop; SIGKILL: its
+    reaper)."""
+    server = _start_serve("--hosts", "1", "--dir", str(tmp_path / "demo"))
+    marker = f"sleep 6{os.getpid() % 100:02d}"
+    try:
+        host = server.inventory.hosts[0]
+
+        async def detach() -> None:
+            async with _connect(host) as conn:
+                await conn.run(f"setsid {marker} </dev/null >/dev/null 2>&1 &", check=True)
+
+        asyncio.run(detach())
+        assert _processes_with(marker)
+        server.proc.send_signal(sig)
+        server.proc.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _processes_with(marker) == []
+    finally:
+        _end(server.proc)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if cmdline.decode(errors="replace").strip() == marker:
+                found.append(int(pid))
+    return found
