@@ -16,7 +16,8 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 packages=(openssh-server openssh-client openmpi-bin libopenmpi-dev cmake g++ tmux iproute2
           slurm-wlm munge  # a real Slurm cluster for tests/integration/test_slurm_jobs.py
           procps psmisc python3-venv python3-dev
-          pdsh)  # bench/gpus_cli.py compares with it (its smoke test runs in the suite)
+          pdsh  # bench/gpus_cli.py compares with it (its smoke test runs in the suite)
+          prometheus)  # a real Prometheus scrapes `distconsole metrics` (test_metrics_endpoint.py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
