@@ -6,7 +6,9 @@ changing every tree that shares it) and materialises each synced tree as hard li
 into ``trees/NAME-ID`` (a copy where a link fails). A tree is built in a temporary
 directory and renamed into place, so a job never sees half a tree.
 
-``check``: stdin is the manifest ``{"tree": NAME-ID, "entries": [[path, oid], ...]}``;
+``check``: stdin is the manifest ``{"tree": NAME-ID, "entries": [[path, oid], ...],
+"links": [[path, target], ...]}`` (a symlink is made as one, its target as given: the
+console never follows one); an object id ending in ``p`` is its owner's alone (0400);
 answers whether the tree is ready (every entry the object it should be) and which
 objects are missing. ``put``: stdin is the manifest on one line, then each object as
 ``OID SIZE`` and its bytes in base64 lines (at most :data:`LINE_RAW` bytes per line),
@@ -39,6 +41,8 @@ PROGRAM = "sync"
 VERSION = 1
 LINE_RAW = 3 * (1 << 18)  # raw bytes per base64 line (768 KiB -> 1 MiB of text)
 EXEC_SUFFIX = "x"  # an object id ending in x is stored executable
+PRIVATE_SUFFIX = "p"  # ... in p (after any x): readable by its owner alone
+SUFFIXES = ("", EXEC_SUFFIX, PRIVATE_SUFFIX, EXEC_SUFFIX + PRIVATE_SUFFIX)
 HASH_LEN = 64
 
 
@@ -58,8 +62,13 @@ def valid_oid(oid: str) -> bool:
     return (
         len(digest) == HASH_LEN
         and all(c in "0123456789abcdef" for c in digest)
-        and rest in ("", EXEC_SUFFIX)
+        and rest in SUFFIXES
     )
+
+
+def object_mode(oid: str) -> int:
+    mode = 0o555 if oid.rstrip(PRIVATE_SUFFIX).endswith(EXEC_SUFFIX) else 0o444
+    return mode & 0o700 if oid.endswith(PRIVATE_SUFFIX) else mode
 
 
 def object_path(root: str, oid: str) -> str:
@@ -79,6 +88,16 @@ def read_manifest(text: str) -> dict:
     for path, oid in manifest.get("entries", []):
         if not safe_relative(path) or not valid_oid(oid):
             fail(f"bad manifest entry {path!r} -> {oid!r}")
+    links = manifest.setdefault("links", [])
+    for path, target in links:
+        if not safe_relative(path) or not target or "\0" in target:
+            fail(f"bad manifest link {path!r} -> {target!r}")
+    # Nothing is made through a link: no path may lie under a link's path.
+    linked = {path for path, _target in links}
+    for path, _rest in manifest["entries"] + links:
+        parts = path.split("/")
+        if any("/".join(parts[:i]) in linked for i in range(1, len(parts))):
+            fail(f"bad manifest entry {path!r}: under a symlink of the tree")
     return manifest
 
 
@@ -94,6 +113,12 @@ def tree_ready(root: str, manifest: dict) -> bool:
         except OSError:
             return False
         if have.st_ino != want.st_ino and have.st_size != want.st_size:
+            return False
+    for path, target in manifest["links"]:
+        try:
+            if os.readlink(os.path.join(tree, path)) != target:
+                return False
+        except OSError:
             return False
     return True
 
@@ -133,7 +158,7 @@ def store_object(root: str, oid: str, size: int, stream: BinaryIO) -> None:
     if got != size or digest.hexdigest() != oid[:HASH_LEN]:
         os.unlink(temporary)
         fail(f"object {oid} arrived damaged ({got} of {size} bytes, hash differs)")
-    os.chmod(temporary, 0o555 if oid.endswith(EXEC_SUFFIX) else 0o444)
+    os.chmod(temporary, object_mode(oid))
     os.replace(temporary, final)
 
 
@@ -157,6 +182,10 @@ def materialise(root: str, manifest: dict) -> dict:
         except OSError:  # another filesystem, too many links: a copy instead
             shutil.copy2(source, target)
             copied += 1
+    for path, link_target in manifest["links"]:
+        target = os.path.join(temporary, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.symlink(link_target, target)
     if os.path.isdir(final):
         # There but not ready (a file was removed or replaced): swap in the new one.
         old = os.path.join(trees, ".old-{}-{}".format(manifest["tree"], os.getpid()))
@@ -170,7 +199,13 @@ def materialise(root: str, manifest: dict) -> dict:
             if not os.path.isdir(final):
                 raise
             shutil.rmtree(temporary, ignore_errors=True)  # another sync built it meanwhile
-    return {"tree": final, "files": len(manifest["entries"]), "linked": linked, "copied": copied}
+    return {
+        "tree": final,
+        "files": len(manifest["entries"]),
+        "linked": linked,
+        "copied": copied,
+        "links": len(manifest["links"]),
+    }
 
 
 def put(root: str) -> None:

@@ -8,10 +8,13 @@ size guard runs on the listing's sizes, before anything is read.
 
 Hashes are sha256, streamed, and cached by (path, size, mtime_ns) in
 ``sync-hashes.json`` under the user's cache directory, so an unchanged tree is stat'ed,
-not read. An object id is the hash plus ``x`` for an executable file (the host stores
-objects read-only with their mode, and a hard link shares its mode). The tree id hashes
-the sorted (path, object) list: the same content is the same directory on every host,
-``~/.cache/distconsole/sync/trees/NAME-ID``, reused by every launch of that content.
+not read. An object id is the hash plus ``x`` for an executable file and ``p`` for a
+private one (neither group nor others may read it): the host stores objects read-only
+with their mode (``p``: its owner's alone), and a hard link shares its mode. A symlink
+is synced as a symlink with its target as written (as git and ``rsync -a`` do); it is
+never followed, so nothing outside the tree travels. The tree id hashes the sorted
+(path, object) list and the links: the same content is the same directory on every
+host, ``~/.cache/distconsole/sync/trees/NAME-ID``, reused by every launch of it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import pathspec
 import platformdirs
 
 from console.errors import JobSpecError
-from console.hostprogs.sync_program import EXEC_SUFFIX
+from console.hostprogs.sync_program import EXEC_SUFFIX, PRIVATE_SUFFIX
 from console.names import path_stem
 
 REMOTE_ROOT = "~/.cache/distconsole/sync"
@@ -55,6 +58,12 @@ class SyncEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncLink:
+    path: str  # relative, with "/"
+    target: str  # as the link holds it: never resolved here
+
+
+@dataclass(frozen=True, slots=True)
 class SyncTree:
     source: str  # the local directory, absolute
     name: str
@@ -62,6 +71,7 @@ class SyncTree:
     entries: tuple[SyncEntry, ...]
     lister: Lister
     hashed_bytes: int  # read this time (the rest came from the hash cache)
+    links: tuple[SyncLink, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -77,7 +87,11 @@ class SyncTree:
         return f"{self.name}-{self.tree_id[:16]}"
 
     def manifest(self) -> dict[str, object]:
-        return {"tree": self.dir_name, "entries": [[e.path, e.oid] for e in self.entries]}
+        return {
+            "tree": self.dir_name,
+            "entries": [[e.path, e.oid] for e in self.entries],
+            "links": [[link.path, link.target] for link in self.links],
+        }
 
     def describe(self) -> str:
         return (
@@ -141,7 +155,7 @@ def _git_files(root: Path) -> list[str] | None:
     if listed.returncode != 0:
         return None
     names = dict.fromkeys(p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0"))
-    return sorted(n for n in names if n and (root / n).is_file())
+    return sorted(n for n in names if n and _file_or_link(root / n))
 
 
 def _gitignore_files(root: Path) -> list[str]:
@@ -157,13 +171,28 @@ def _gitignore_files(root: Path) -> list[str]:
         if ignore_file.is_file():
             lines = ignore_file.read_text(errors="replace").splitlines()
             specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(lines)))
+        # A link to a folder is synced as a link: os.walk does not enter it.
+        linked = [d for d in dirs if os.path.islink(os.path.join(directory, d))]
         dirs[:] = sorted(
-            d for d in dirs if d != ".git" and not _ignored(specs, _join(rel_dir, d) + "/")
+            d
+            for d in dirs
+            if d != ".git" and d not in linked and not _ignored(specs, _join(rel_dir, d) + "/")
         )
         found += [
-            _join(rel_dir, f) for f in sorted(files) if not _ignored(specs, _join(rel_dir, f))
+            _join(rel_dir, f)
+            for f in sorted([*files, *linked])
+            if not _ignored(specs, _join(rel_dir, f))
         ]
-    return sorted(p for p in found if (root / p).is_file())
+    return sorted(p for p in found if _file_or_link(root / p))
+
+
+def _file_or_link(path: Path) -> bool:
+    """A regular file or a symlink (whatever it points at: it is never followed)."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
 def _join(directory: str, name: str) -> str:
@@ -252,7 +281,11 @@ def scan_tree(
     if not root.is_dir():
         raise JobSpecError("sync", f"{source} is not a directory on this machine")
     paths, lister = list_files(root)
-    stats = {p: (root / p).stat() for p in paths}
+    stats = {p: (root / p).lstat() for p in paths}
+    links = tuple(
+        SyncLink(p, os.readlink(root / p)) for p, st in stats.items() if stat.S_ISLNK(st.st_mode)
+    )
+    stats = {p: st for p, st in stats.items() if not stat.S_ISLNK(st.st_mode)}
     check_size(
         root, {p: s.st_size for p, s in stats.items()}, max_total=max_total, max_file=max_file
     )
@@ -262,9 +295,12 @@ def scan_tree(
         oid = cache.digest(root / rel, st)
         if st.st_mode & stat.S_IXUSR:
             oid += EXEC_SUFFIX
+        if not st.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+            oid += PRIVATE_SUFFIX  # its owner's alone here: so on the hosts
         entries.append(SyncEntry(rel, oid, st.st_size))
     cache.save()
     listing = "".join(f"{e.path}\0{e.oid}\n" for e in entries)
+    listing += "".join(f"{link.path}\0@{link.target}\n" for link in links)
     tree_id = hashlib.sha256(listing.encode("utf-8", "surrogateescape")).hexdigest()
     return SyncTree(
         source=str(root),
@@ -273,4 +309,5 @@ def scan_tree(
         entries=tuple(entries),
         lister=lister,
         hashed_bytes=cache.hashed_bytes,
+        links=links,
     )
