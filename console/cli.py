@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "demo": "run an embedded demo cluster (SSH servers on loopback) and open the console on it",
     "ui": "open the console on an inventory (also: distconsole HOSTS)",
     "metrics": "serve every GPU's and job's figures to Prometheus (dcgm-exporter's names)",
+    "forward": "forward a local port to a port on a host, over the host's SSH connection",
     "sync-gc": "remove old --sync trees and the objects only they used, on every host",
 }
 

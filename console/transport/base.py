@@ -13,6 +13,7 @@ import shlex
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from console.errors import TransportError
 from console.inventory import Host
@@ -122,8 +123,26 @@ class HostConnection(abc.ABC):
         framing, no decoding or line splitting in the transport). Raises HostUnavailable."""
         raise TransportError(f"{self.host.name}: this transport cannot stream bytes")
 
+    async def forward_local_port(
+        self, listen_port: int, dest_host: str, dest_port: int
+    ) -> PortListener:
+        """Listen on 127.0.0.1:``listen_port`` (0: any free port) and carry each
+        connection to ``dest_host:dest_port`` as the host sees it. Raises
+        HostUnavailable, TransportError."""
+        raise TransportError(f"{self.host.name}: this transport cannot forward ports")
+
     async def close(self) -> None:  # noqa: B027 - optional hook, nothing to close by default
         """Drop the connection and stop reconnecting."""
+
+
+class PortListener(Protocol):
+    """A forwarded local port (asyncssh's ``SSHListener`` is one)."""
+
+    def get_port(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
 
 
 def with_env(command: Command, env: Mapping[str, str] | None) -> str:

@@ -48,6 +48,7 @@ AUTH_RETRY_S = 60.0
 CONNECT_GRACE_S = 0.5
 # The OpenSSH keepalive request (what ServerAliveInterval sends): every server answers it.
 KEEPALIVE_REQUEST = b"keepalive@openssh.com"
+LOOPBACK = "127.0.0.1"  # where forwarded ports listen: this machine only
 
 StatusListener = Callable[[HostStatus], None]
 
@@ -283,6 +284,22 @@ class SshConnection(HostConnection):
             s = self._status
             raise HostUnavailable(self.host.name, s.state.value, s.reason or "not connected")
         return self._conn
+
+    async def forward_local_port(
+        self, listen_port: int, dest_host: str, dest_port: int
+    ) -> asyncssh.SSHListener:
+        """``ssh -L 127.0.0.1:listen_port:dest_host:dest_port`` over this connection
+        (direct-tcpip channels: not sessions, so not counted against MaxSessions). The
+        listener closes with the connection."""
+        conn = self._require()
+        try:
+            return await conn.forward_local_port(LOOPBACK, listen_port, dest_host, dest_port)
+        except OSError as exc:
+            raise TransportError(
+                f"cannot listen on {LOOPBACK}:{listen_port}: {exc.strerror or exc}"
+            ) from exc
+        except asyncssh.Error as exc:
+            raise TransportError(f"{self.host.name}: port forwarding refused: {exc}") from exc
 
     def _unavailable(
         self, exc: BaseException, conn: asyncssh.SSHClientConnection
