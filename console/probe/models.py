@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from console.hostprogs.sampler.schema import GPU_FIELDS, GPU_PROCESSES, names
+from console.probe.health_models import HostHealth
 from console.transport.base import HostState
 
 
@@ -77,6 +78,7 @@ class HostSample:
     disk_read_bytes_s: float | None = None
     disk_write_bytes_s: float | None = None
     host_source: str | None = None  # "psutil" or "proc"
+    health: HostHealth | None = None  # the GPUs' health, Xid events (console/probe/health.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from console.hostprogs.sampler.schema import (
 )
 from console.inventory import Host
 from console.probe import nvsmi_csv
+from console.probe.health_models import HostHealth, decode_health
 from console.probe.models import GpuProcess, GpuSample, HostSample
 from console.transport.hello import check_hello
 from console.transport.ship import HostProgram, shipment, with_setup
@@ -37,6 +38,7 @@ PROGRAM_FILES = (
     "schema.py",
     "simulated.py",
     "gpus.py",
+    "health.py",
     "host.py",
     "program.py",
 )
@@ -173,7 +175,15 @@ def decode_line(name: str, line: str, now: float | None = None) -> HostSample:
     return decode_record(name, _json(name, line), line, now)
 
 
-def decode_record(name: str, raw: Any, line: str = "", now: float | None = None) -> HostSample:
+def decode_record(
+    name: str,
+    raw: Any,
+    line: str = "",
+    now: float | None = None,
+    health: HostHealth | None = None,
+) -> HostSample:
+    """``health``: the run's last health reading, kept when this line carries none (a
+    sampler sends it only when it changed)."""
     if not isinstance(raw, dict) or "gpu_source" not in raw or "host" not in raw:
         raise ValueError(f"{name}: unexpected sampler line: {line[:200] or raw!r}")
     owners = raw.get("procs") or {}
@@ -189,6 +199,7 @@ def decode_record(name: str, raw: Any, line: str = "", now: float | None = None)
         gpus=gpus,
         gpu_error=_value("str", raw.get("gpu_error")),  # type: ignore[arg-type]
         simulated=source == "simulated",
+        health=decode_health(raw.get("health")) or health,
         **_fields(HOST_FIELDS, raw.get("host")),
     )
 
@@ -204,6 +215,7 @@ class SampleReader:
     def __init__(self, name: str) -> None:
         self.name = name
         self.greeted = False
+        self.health: HostHealth | None = None
 
     def read(self, line: str, now: float | None = None) -> HostSample | None:
         raw = _json(self.name, line)
@@ -211,7 +223,9 @@ class SampleReader:
             check_hello(self.name, sampler_program.PROGRAM, sampler_program.VERSION, raw)
             self.greeted = True
             return None
-        return decode_record(self.name, raw, line, now)
+        sample = decode_record(self.name, raw, line, now, self.health)
+        self.health = sample.health
+        return sample
 
 
 def decode_nvsmi_loop(name: str, rows: Sequence[str], now: float | None = None) -> HostSample:

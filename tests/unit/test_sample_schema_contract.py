@@ -21,6 +21,7 @@ from gpu_standin import readable_standin_dir
 from console.hostprogs.sampler import program as sampler_program
 from console.hostprogs.sampler import schema
 from console.probe import nvsmi_csv, sampler
+from console.probe.health_models import GpuHealth
 from console.probe.models import GpuProcess, GpuSample, HostSample, gpu_to_json
 
 TYPES = {"int": "int", "float": "float", "str": "str"}
@@ -110,7 +111,11 @@ def test_console_models_are_the_schema() -> None:
     for name, kind in schema.HOST_FIELDS:
         assert host[name] == _annotation(kind), name
     extra = set(host) - set(schema.names(schema.HOST_FIELDS))
-    assert extra == {"name", "time", "gpu_source", "gpus", "gpu_error", "simulated"}
+    assert extra == {"name", "time", "gpu_source", "gpus", "gpu_error", "simulated", "health"}
+    health = {f.name: f.type for f in fields(GpuHealth)}
+    assert tuple(health) == schema.names(schema.HEALTH_FIELDS)
+    for name, kind, _query in schema.HEALTH_FIELDS:
+        assert health[name] == ("int" if name == "index" else _annotation(kind)), name
 
 
 def test_decoded_and_json_shapes_follow_the_schema(job_process: Any) -> None:

@@ -122,6 +122,7 @@ class NvsmiStream:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[str] | None = None
         self.started = 0.0
+        self.last_row = 0.0  # when nvidia-smi last wrote a GPU row
         self.start()
         # The GPU processes are asked for by a thread of their own, at once (while the
         # stream starts, not after it) and then every APPS_EVERY_S: each answer is a
@@ -156,7 +157,8 @@ class NvsmiStream:
             index = line.split(",", 1)[0].strip()
             with self.lock:
                 if index.isdigit():
-                    self.rows[index] = (time.time(), line)
+                    self.last_row = time.time()
+                    self.rows[index] = (self.last_row, line)
                     self.error = None
                 elif line:
                     self.error = line  # "NVIDIA-SMI has failed because ..."
@@ -168,6 +170,12 @@ class NvsmiStream:
         deadline = time.time() + timeout
         while time.time() < deadline and not self.rows and self.alive():
             time.sleep(0.01)
+
+    def silent_for(self) -> float:
+        """Seconds a running nvidia-smi has written no GPU row (0: it is not running)."""
+        if not self.alive():
+            return 0.0
+        return time.time() - max(self.started, self.last_row)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -24,10 +24,24 @@ import os
 import sys
 import time
 
+if False:  # for type checkers only, without importing typing on the host
+    from typing import Any
+
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
     from console.hostprogs.sampler.gpus import NvmlGpus, NvsmiStream
+    from console.hostprogs.sampler.health import (
+        ANSWER_WITHIN_S,
+        HEALTH_EVERY_S,
+        XIDS_KEPT,
+        Bounded,
+        KernelXids,
+        NvmlXids,
+        NvsmiHealth,
+        nvml_health,
+    )
     from console.hostprogs.sampler.host import GpuProcessOwners, HostFigures
     from console.hostprogs.sampler.schema import (
+        HEALTH_KEYS,
         LINE_KEYS,
         NVSMI_KEYS,
         QUERY_APPS,
@@ -36,8 +50,59 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
     from console.hostprogs.sampler.simulated import SimulatedGpus
 
 PROGRAM = "sampler"
-VERSION = 2  # of its records (1: no hello, a "v" in every line)
+VERSION = 3  # of its records (1: no hello, a "v" in every line; 2: no "health")
 WARMUP_S = 0.1  # from the first line (no CPU % yet) to the second (with it)
+ONE_SHOT_BOUND_S = 5.0  # a one-shot line waits this long for a GPU reader, no longer
+
+
+class Health:
+    """What a line says of the GPUs' health: the readers' latest, sent when it changed."""
+
+    def __init__(self, kernel: KernelXids | None, bound: float) -> None:
+        self.kernel = kernel
+        self.bound = bound
+        self.nvml_xids: NvmlXids | None = None
+        self.xids: list[dict[str, object]] = []  # NVML's, as they came
+        self.gpus: list[dict[str, object]] | None = None
+        self.read_at: float | None = None
+        self.due = 0.0
+        self.nvsmi: NvsmiHealth | None = None
+        self.error: str | None = None
+        self.error_since: float | None = None
+        self.last: dict[str, object] | None = None
+
+    def nvml_due(self) -> bool:
+        return time.time() >= self.due
+
+    def nvml_read(self, gpus: list[dict[str, object]]) -> None:
+        self.gpus, self.read_at = gpus, time.time()
+        self.due = self.read_at + HEALTH_EVERY_S
+        if self.nvml_xids is not None:
+            self.xids = (self.xids + self.nvml_xids.poll())[-XIDS_KEPT:]
+
+    def line(self, source: str) -> dict[str, object] | None:
+        """The health for this line (None: the same as the last one sent)."""
+        h: dict[str, object] = dict.fromkeys(HEALTH_KEYS)
+        kernel = self.kernel
+        xids = (kernel.poll() if kernel is not None else []) + self.xids
+        h.update(xids=sorted(xids, key=lambda x: x["t"] or 0.0)[-XIDS_KEPT:])  # type: ignore[arg-type,return-value]
+        sources = ([kernel.source] if kernel is not None and kernel.source else []) + (
+            ["nvml"] if self.nvml_xids is not None else []
+        )
+        h.update(xid_source=", ".join(sources) or None, xid_error=kernel and kernel.error)
+        h.update(source=source, t=self.read_at, gpus=self.gpus)
+        error, since = self.error, self.error_since
+        if self.nvsmi is not None:
+            reading, nvsmi_error, nvsmi_since = self.nvsmi.latest()
+            if reading is not None:
+                h.update(t=reading[0], nvsmi={"fields": reading[1], "rows": reading[2]})
+            if error is None and nvsmi_error is not None:
+                error, since = nvsmi_error, nvsmi_since
+        h.update(error=error, error_since=since)
+        if h == self.last:
+            return None
+        self.last = h
+        return h
 
 
 def write_line(obj: dict[str, object]) -> bool:
@@ -63,21 +128,32 @@ def main(argv: list[str]) -> int:
     source = "none"
     gpu_error = None
     nvml = stream = sim = None
+    # A GPU reader (NVML call, nvidia-smi) silent this long is "not answering": a host
+    # finding, reported on the next line; the stuck call is left alone, never waited on.
+    bound = ONE_SHOT_BOUND_S if interval <= 0 else max(ANSWER_WITHIN_S, 3 * interval)
+    guard = Bounded()
+    health = Health(None if mode == "simulated" else KernelXids(), bound)
     if mode == "simulated":
         sim, source = SimulatedGpus(seed, sim_count or 4), "simulated"
     else:
         try:
-            nvml, source = NvmlGpus(), "nvml"
+            done, nvml = guard.call(NvmlGpus, bound)
+            source = "nvml"
+            if done:
+                health.nvml_xids = _nvml_xids(nvml)
         except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, ...
             gpu_error = f"NVML unavailable ({type(exc).__name__}: {exc})"
         import shutil
 
-        if nvml is None and shutil.which("nvidia-smi"):
+        if source != "nvml" and shutil.which("nvidia-smi"):
             stream, source = NvsmiStream(interval), "nvidia-smi"
+            health.nvsmi = NvsmiHealth(bound=bound)
             # A one-shot line is all there is: wait for nvidia-smi as long as a stream
             # would (a busy host's nvidia-smi can take seconds to start).
-            stream.wait_first(5.0 if interval <= 0 else min(5.0, interval * 3 + 1))
-        elif nvml is None:
+            stream.wait_first(ONE_SHOT_BOUND_S if interval <= 0 else min(5.0, interval * 3 + 1))
+            if interval <= 0:
+                health.nvsmi.first.wait(bound + 1.0)
+        elif source != "nvml":
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
     if interval <= 0:
         # One line only: CPU % and throughput are differences, give them a window.
@@ -91,11 +167,19 @@ def main(argv: list[str]) -> int:
         line: dict[str, object] = dict.fromkeys(LINE_KEYS)
         line.update(t=time.time(), gpu_source=source, host=host.sample(), procs={})
         pids: list[int] = []
-        if nvml is not None or sim is not None:
-            gpus, pids = nvml.sample() if nvml is not None else sim.sample()  # type: ignore[union-attr]
+        if source == "nvml":
+            gpu_error = _nvml_line(line, pids, nvml, guard, health)
+        elif sim is not None:
+            gpus, pids = sim.sample()
             line["gpus"] = gpus
         elif stream is not None:
             rows, error = stream.latest()
+            silent = stream.silent_for()
+            if silent >= bound and not rows:
+                error = f"nvidia-smi not answering (no GPU row for {silent:.0f} s)"
+                health.error, health.error_since = "nvidia-smi not answering", time.time() - silent
+            else:
+                health.error = health.error_since = None
             apps, apps_error = stream.apps()
             line["nvsmi"] = dict(
                 zip(NVSMI_KEYS, (list(query_gpu()), rows, list(QUERY_APPS), apps))  # noqa: B905 (hosts may run Python < 3.10)
@@ -107,6 +191,7 @@ def main(argv: list[str]) -> int:
             gpu_error = error or apps_error
         line["gpu_error"] = gpu_error
         if sim is None:
+            line["health"] = health.line(source)
             line["procs"] = owners.get(pids)
         if not write_line(line):
             break  # the console is gone
@@ -126,6 +211,43 @@ def main(argv: list[str]) -> int:
     if stream is not None:
         stream.stop()
     return 0
+
+
+def _nvml_xids(nvml: Any) -> NvmlXids | None:
+    try:
+        return NvmlXids(nvml.nv, nvml.count)
+    except Exception:  # no event support (a driver or a board): the kernel log still tells
+        return None
+
+
+def _nvml_line(
+    line: dict[str, object], pids: list[int], nvml: Any, guard: Bounded, health: Health
+) -> str | None:
+    """Reads NVML within the bound into ``line`` (and ``pids``); its gpu_error."""
+    due = health.nvml_due()
+
+    def read() -> tuple[tuple[list[dict[str, object]], list[int]], Any]:
+        return nvml.sample(), nvml_health(nvml.nv, nvml.count) if due else None
+
+    done, got = False, None  # type: tuple[bool, Any]
+    try:
+        if nvml is not None:  # None: nvmlInit itself did not return
+            done, got = guard.call(read, health.bound)
+    except Exception as exc:  # an NVML error that is not a figure's
+        health.error, health.error_since = None, None
+        return f"NVML failed ({type(exc).__name__}: {exc})"
+    if not done:
+        since = guard.since or time.time()
+        health.error, health.error_since = "NVML not answering", since
+        line["gpus"] = []
+        return f"NVML not answering (no reply for {time.time() - since:.0f} s)"
+    (gpus, found), read_health = got
+    health.error = health.error_since = None
+    if read_health is not None:
+        health.nvml_read(read_health)
+    line["gpus"] = gpus
+    pids.extend(found)
+    return None
 
 
 if __name__ == "__main__":

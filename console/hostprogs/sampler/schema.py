@@ -70,12 +70,70 @@ HOST_FIELDS = (
     ("host_source", "str"),
 )
 
-# The keys of one sample line; "gpus" (GPU_FIELDS records) or "nvsmi" (raw CSV rows).
-LINE_KEYS = ("t", "gpu_source", "host", "gpu_error", "gpus", "nvsmi", "procs")
+# The keys of one sample line; "gpus" (GPU_FIELDS records) or "nvsmi" (raw CSV rows);
+# "health" (HEALTH_KEYS) only when it differs from the last one sent (None: unchanged).
+LINE_KEYS = ("t", "gpu_source", "host", "gpu_error", "gpus", "nvsmi", "procs", "health")
 NVSMI_KEYS = ("fields", "rows", "apps_fields", "apps_rows")
 
 # nvidia-smi --query-compute-apps fields the sampler asks for.
 QUERY_APPS = ("gpu_uuid", "pid", "process_name", "used_gpu_memory")
+
+
+# One GPU's health (line["health"]["gpus"]), read on a slower tick than the figures:
+# (attribute, type, nvidia-smi --query-gpu name or "" where only NVML has it). Values
+# travel as NVML gives them (int, "Yes"/"No", the recovery action in words) or, from
+# nvidia-smi, as its raw CSV rows (line["health"]["nvsmi"]) that the console parses.
+HEALTH_FIELDS = (
+    ("index", "int", "index"),
+    ("pci_bus_id", "str", "pci.bus_id"),
+    ("ecc_uncorrected_volatile", "int", "ecc.errors.uncorrected.volatile.total"),
+    ("ecc_uncorrected_aggregate", "int", "ecc.errors.uncorrected.aggregate.total"),
+    ("ecc_corrected_volatile", "int", "ecc.errors.corrected.volatile.total"),
+    ("ecc_corrected_aggregate", "int", "ecc.errors.corrected.aggregate.total"),
+    ("retired_pages_pending", "str", "retired_pages.pending"),
+    ("remapped_rows_pending", "str", "remapped_rows.pending"),
+    ("remapped_rows_failure", "str", "remapped_rows.failure"),
+    ("recovery_action", "str", "gpu_recovery_action"),
+    ("clock_events", "int", "clocks_event_reasons.active"),  # NVML's bit mask
+    ("pcie_gen", "int", "pcie.link.gen.current"),
+    ("pcie_gen_max", "int", "pcie.link.gen.max"),
+    ("pcie_width", "int", "pcie.link.width.current"),
+    ("pcie_width_max", "int", "pcie.link.width.max"),
+    ("fan", "str", "fan.speed"),  # as text: "ERR!" is a failed fan (or its sensor)
+    ("nvlink_active", "int", ""),
+    ("nvlink_inactive", "int", ""),
+)
+# One Xid event (line["health"]["xids"]): from the kernel log ("pci" is its PCI address,
+# "gpu" None) or from NVML's event set ("gpu" its index, "pci" None).
+XID_FIELDS = (
+    ("t", "float"),
+    ("xid", "int"),
+    ("pci", "str"),
+    ("gpu", "int"),
+    ("text", "str"),
+    ("source", "str"),  # "kmsg", "journalctl" or "nvml"
+)
+# line["health"]: "t" when the GPUs' health was read, "source" ("nvml", "nvidia-smi"),
+# "gpus" (HEALTH_FIELDS records) or "nvsmi" ({"fields", "rows"}), "xids" (XID_FIELDS
+# records, the most recent last), "xid_source" (where Xids are read from, None: nowhere),
+# "xid_error" (why the kernel log cannot be read), "error" ("nvidia-smi not answering
+# ...": the GPU reader gave nothing within its bound) and "error_since" (epoch seconds).
+HEALTH_KEYS = (
+    "t",
+    "source",
+    "gpus",
+    "nvsmi",
+    "xids",
+    "xid_source",
+    "xid_error",
+    "error",
+    "error_since",
+)
+
+
+def query_health() -> tuple[str, ...]:
+    """nvidia-smi --query-gpu names of the health fields nvidia-smi has."""
+    return tuple(f[2] for f in HEALTH_FIELDS if f[2])
 
 
 def names(fields: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:

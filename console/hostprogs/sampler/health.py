@@ -1,0 +1,377 @@
+"""The sampler's health readers: each GPU's ECC, row remapping, recovery action, clock
+events, PCIe link, fan and NVLink state (NVML, else one ``nvidia-smi --query-gpu`` on a
+slower tick), Xid events (the kernel log, and NVML's event set), and a bound on every
+GPU read: a reader that does not answer is reported, never waited on.
+
+Part of the sampler program (see ``program.py``): runs on the host, standard library
+only plus optional pynvml. Records are built with the sample schema's :func:`record`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+
+if False:  # for type checkers only, without importing typing on the host
+    from typing import Any
+
+if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
+    from console.hostprogs.sampler.schema import HEALTH_FIELDS, XID_FIELDS, query_health, record
+
+HEALTH_EVERY_S = 5.0  # NVML health reads (~20 driver calls a GPU)
+NVSMI_HEALTH_EVERY_S = 10.0  # one nvidia-smi start each: its cost is the bench's figure
+ANSWER_WITHIN_S = 10.0  # a GPU read (NVML call, nvidia-smi) slower than this: "not answering"
+XIDS_KEPT = 32  # the most recent Xid events a line carries
+
+# "NVRM: Xid (PCI:0000:83:00): 79, pid=1234, GPU has fallen off the bus."
+XID_LINE = re.compile(
+    r"NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-9a-fA-F])?\)"
+    r":\s*(\d+)\s*,?\s*(.*)"
+)
+_INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field')
+# NVML's gpu recovery action values (nvmlDeviceGetFieldValues NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+RECOVERY_ACTIONS = {
+    0: None,
+    1: "GPU Reset",
+    2: "Node Reboot",
+    3: "Drain P2P",
+    4: "Drain and Reset",
+    5: "Recover IMEX Domain",
+    6: "Bus Reset",
+    7: "System Reboot",
+}
+FIELD_GPU_RECOVERY_ACTION = 230
+EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
+
+
+def parse_xid(message: str, when: float, source: str) -> dict[str, object] | None:
+    """An ``NVRM: Xid`` kernel message as an XID_FIELDS record (None: not one)."""
+    m = XID_LINE.search(message)
+    if m is None:
+        return None
+    text = m.group(3).strip()
+    values = {"t": when, "xid": int(m.group(2)), "pci": m.group(1).lower(), "text": text[:160]}
+    values["source"] = source
+    return record(XID_FIELDS, values)
+
+
+def decode_nvml_event(event: Any, index_of: Any, now: float) -> dict[str, object] | None:
+    """One ``nvmlEventSetWait`` answer as an XID_FIELDS record (None: not an Xid event).
+
+    ``index_of(device)`` gives the GPU index of the event's device handle (None: unknown).
+    """
+    if not int(getattr(event, "eventType", 0)) & EVENT_XID_CRITICAL:
+        return None
+    try:
+        gpu = index_of(getattr(event, "device", None))
+    except Exception:  # an NVML error on a GPU that is going away
+        gpu = None
+    xid = int(getattr(event, "eventData", 0))
+    return record(XID_FIELDS, {"t": now, "xid": xid, "gpu": gpu, "source": "nvml"})
+
+
+def _yes_no(value: object) -> str | None:
+    return None if value is None else ("Yes" if value else "No")
+
+
+def nvml_health(nv: Any, count: int) -> list[dict[str, object]]:
+    """Every GPU's HEALTH_FIELDS record read through NVML (``nv``: the pynvml module)."""
+    out = []
+    for i in range(count):
+        h = nv.nvmlDeviceGetHandleByIndex(i)
+        out.append(record(HEALTH_FIELDS, _nvml_gpu(nv, h, i)))
+    return out
+
+
+def _nvml_gpu(nv: Any, h: Any, index: int) -> dict[str, object]:
+    def ask(name: str, *args: object) -> Any:
+        fn = getattr(nv, name, None)
+        if fn is None:
+            return None
+        try:
+            return fn(h, *args)
+        except Exception:  # not supported by this board or driver: not reported
+            return None
+
+    unc, cor = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
+    vol, agg = nv.NVML_VOLATILE_ECC, nv.NVML_AGGREGATE_ECC
+    pci = ask("nvmlDeviceGetPciInfo")
+    bus = getattr(pci, "busId", None)
+    remap = ask("nvmlDeviceGetRemappedRows")  # (correctable, uncorrectable, pending, failed)
+    pending = ask("nvmlDeviceGetRetiredPagesPendingStatus")
+    events = ask("nvmlDeviceGetCurrentClocksEventReasons")
+    if events is None:
+        events = ask("nvmlDeviceGetCurrentClocksThrottleReasons")  # drivers before R535
+    action = None
+    values = ask("nvmlDeviceGetFieldValues", [FIELD_GPU_RECOVERY_ACTION])
+    if values:
+        v = values[0]
+        if getattr(v, "nvmlReturn", 1) == 0:
+            action = RECOVERY_ACTIONS.get(int(v.value.uiVal), str(int(v.value.uiVal)))
+        else:
+            action = None
+    fan = None
+    try:
+        nv.nvmlDeviceGetFanSpeed(h)
+    except Exception as exc:  # no fan (passive boards) is "not supported"; others: a fault
+        if getattr(exc, "value", None) != getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3):
+            fan = "ERR!"
+    active = inactive = 0
+    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 0))):
+        state = ask("nvmlDeviceGetNvLinkState", link)
+        if state is None:
+            continue  # no such link on this board
+        if state:
+            active += 1
+        else:
+            inactive += 1
+    return {
+        "index": index,
+        "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
+        "ecc_uncorrected_volatile": ask("nvmlDeviceGetTotalEccErrors", unc, vol),
+        "ecc_uncorrected_aggregate": ask("nvmlDeviceGetTotalEccErrors", unc, agg),
+        "ecc_corrected_volatile": ask("nvmlDeviceGetTotalEccErrors", cor, vol),
+        "ecc_corrected_aggregate": ask("nvmlDeviceGetTotalEccErrors", cor, agg),
+        "retired_pages_pending": _yes_no(pending),
+        "remapped_rows_pending": _yes_no(remap[2]) if remap else None,
+        "remapped_rows_failure": _yes_no(remap[3]) if remap else None,
+        "recovery_action": action if values else None,
+        "clock_events": events,
+        "pcie_gen": ask("nvmlDeviceGetCurrPcieLinkGeneration"),
+        "pcie_gen_max": ask("nvmlDeviceGetMaxPcieLinkGeneration"),
+        "pcie_width": ask("nvmlDeviceGetCurrPcieLinkWidth"),
+        "pcie_width_max": ask("nvmlDeviceGetMaxPcieLinkWidth"),
+        "fan": fan,
+        "nvlink_active": active if active or inactive else None,
+        "nvlink_inactive": inactive if active or inactive else None,
+    }
+
+
+class NvmlXids:
+    """Critical Xid events from NVML's event set, polled without waiting (timeout 0)."""
+
+    def __init__(self, nv: Any, count: int) -> None:
+        self.nv = nv
+        self.events = nv.nvmlEventSetCreate()
+        for i in range(count):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            # Not supported on this board: the kernel log still tells.
+            with contextlib.suppress(Exception):
+                nv.nvmlDeviceRegisterEvents(h, EVENT_XID_CRITICAL, self.events)
+
+    def poll(self) -> list[dict[str, object]]:
+        out = []
+        for _ in range(64):  # a burst is read over a few ticks, never in a tight loop
+            try:
+                event = self.nv.nvmlEventSetWait(self.events, 0)
+            except Exception:  # NVML_ERROR_TIMEOUT: nothing waiting
+                break
+            found = decode_nvml_event(event, self.nv.nvmlDeviceGetIndex, time.time())
+            if found is not None:
+                out.append(found)
+        return out
+
+
+class Bounded:
+    """Runs a call in a thread of its own and waits for it at most ``bound`` seconds.
+
+    A call that does not return in time is left running (a driver stuck on a lost GPU
+    cannot be interrupted) and not started again while it runs: ``since`` says from when.
+    """
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+        self.since: float | None = None
+
+    def call(self, fn: Any, bound: float) -> tuple[bool, Any]:
+        if self.thread is not None and self.thread.is_alive():
+            return False, None
+        box: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            try:
+                box.append((True, fn()))
+            except Exception as exc:
+                box.append((False, exc))
+
+        started = time.time()
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        self.thread.join(bound)
+        if self.thread.is_alive():
+            self.since = self.since or started
+            return False, None
+        self.since = None
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return True, value
+
+
+def run_bounded(cmd: list[str], bound: float, guard: Bounded) -> tuple[int | None, str]:
+    """``cmd``'s exit status and output; (None, "") when it did not finish within
+    ``bound`` (it is killed, not waited on; while one still hangs, none is started)."""
+    import subprocess
+
+    if guard.thread is not None and guard.thread.is_alive():
+        return None, ""
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    except OSError as exc:
+        return 127, str(exc)
+    done, out = guard.call(lambda: proc.communicate()[0], bound)
+    if not done:
+        with contextlib.suppress(OSError):
+            proc.kill()
+        return None, ""
+    return proc.returncode, str(out or "")
+
+
+class NvsmiHealth:
+    """The health fields through one ``nvidia-smi --query-gpu`` every ``every`` seconds,
+    in a thread of its own (no sample line waits for it). Fields this driver does not
+    know are dropped (nvidia-smi refuses a whole query for one unknown field)."""
+
+    def __init__(self, every: float = NVSMI_HEALTH_EVERY_S, bound: float = ANSWER_WITHIN_S):
+        self.every, self.bound = every, bound
+        self.fields = list(query_health())
+        self.lock = threading.Lock()
+        self.reading: tuple[float, list[str], list[str]] | None = None
+        self.error: str | None = None
+        self.error_since: float | None = None
+        self.guard = Bounded()
+        self._stop = threading.Event()
+        self.first = threading.Event()  # set once the first query answered or timed out
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self.read_once()
+            self.first.set()
+            if self._stop.wait(self.every):
+                return
+
+    def read_once(self) -> None:
+        for _ in range(len(self.fields)):
+            cmd = ["nvidia-smi", "--query-gpu=" + ",".join(self.fields)]
+            started = time.time()
+            status, out = run_bounded(
+                [*cmd, "--format=csv,noheader,nounits"], self.bound, self.guard
+            )
+            with self.lock:
+                if status is None:
+                    self.error_since = self.error_since or self.guard.since or started
+                    self.error = f"nvidia-smi not answering (no reply within {self.bound:g} s)"
+                    return
+                bad = _INVALID_FIELD.search(out)
+                if status != 0 and bad and bad.group(1) in self.fields[2:]:
+                    self.fields.remove(bad.group(1))
+                    continue
+                self.error_since = None
+                if status != 0:
+                    self.error = " ".join(out.split())[:200] or f"nvidia-smi exited {status}"
+                    return
+                self.error = None
+                rows = [ln.strip() for ln in out.splitlines() if ln.strip()]
+                self.reading = (time.time(), list(self.fields), rows)
+                return
+
+    def latest(self) -> tuple[tuple[float, list[str], list[str]] | None, str | None, float | None]:
+        with self.lock:
+            return self.reading, self.error, self.error_since
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class KernelXids:
+    """Xid lines from the kernel log: ``/dev/kmsg`` read without blocking (the whole ring
+    buffer at start, then what is new), else ``journalctl -k`` every ``every`` seconds
+    in a thread of its own. ``error`` says why neither can be read (dmesg_restrict ...)."""
+
+    def __init__(self, every: float = NVSMI_HEALTH_EVERY_S, kmsg: str = "/dev/kmsg") -> None:
+        self.events: list[dict[str, object]] = []
+        self.source: str | None = None
+        self.error: str | None = None
+        self.fd: int | None = None
+        self.lock = threading.Lock()
+        # kmsg stamps records in microseconds of CLOCK_MONOTONIC.
+        self.boot = time.time() - time.monotonic()
+        try:
+            self.fd = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK)
+            self.source = "kmsg"
+        except OSError as exc:
+            self.error = f"{kmsg} not readable ({exc.strerror or exc})"
+            import shutil
+
+            if shutil.which("journalctl"):
+                self.source = "journalctl"
+                self.every = every
+                self.since = 0.0
+                self.guard = Bounded()
+                threading.Thread(target=self._journal_loop, daemon=True).start()
+
+    def _add(self, found: dict[str, object] | None) -> None:
+        if found is not None and found not in self.events:
+            self.events.append(found)
+            del self.events[:-XIDS_KEPT]
+
+    def poll(self) -> list[dict[str, object]]:
+        """The Xid events seen so far (reading what the kernel log has new)."""
+        if self.fd is not None:
+            for _ in range(100000):
+                try:
+                    chunk = os.read(self.fd, 8192)
+                except BlockingIOError:
+                    break
+                except BrokenPipeError:  # records overwritten before read: go on
+                    continue
+                except OSError as exc:
+                    self.error, self.source, self.fd = f"/dev/kmsg: {exc}", None, None
+                    break
+                if not chunk:
+                    break
+                head, _, message = chunk.decode("utf-8", "replace").partition(";")
+                if "NVRM: Xid" not in message:
+                    continue
+                parts = head.split(",")
+                usec = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
+                with self.lock:
+                    self._add(parse_xid(message, self.boot + usec / 1e6, "kmsg"))
+        with self.lock:
+            return list(self.events)
+
+    def _journal_loop(self) -> None:
+        while True:
+            self._journal_once()
+            time.sleep(self.every)
+
+    def _journal_once(self) -> None:
+        cmd = ["journalctl", "-k", "-q", "--no-pager", "-o", "short-unix"]
+        if self.since:
+            cmd += ["--since", f"@{int(self.since)}"]
+        status, out = run_bounded(cmd, ANSWER_WITHIN_S, self.guard)
+        with self.lock:
+            if status != 0:
+                self.error = "journalctl -k: " + (" ".join(out.split())[:160] or "no answer")
+                return
+            for line in out.splitlines():
+                if "NVRM: Xid" not in line:
+                    continue
+                stamp = line.split(" ", 1)[0]
+                try:
+                    when = float(stamp)
+                except ValueError:
+                    continue
+                self._add(parse_xid(line, when, "journalctl"))
+                self.since = max(self.since, when)
+            self.error = None
