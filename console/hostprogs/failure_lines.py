@@ -51,7 +51,21 @@ _RULE = re.compile(r"-{20,}")
 # Open MPI names the first rank that failed in its report ("The first process to do so
 # was: Process name: [[JOBID,STEP],RANK]"; Open MPI 5's prterun: [prterun-HOST-PID@STEP,RANK]).
 MPI_FAILED_PROCESS = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\]|[^\]\s,]*@\d+),(\d+)\]")
-CONTEXT_LINES = 8  # after the first error line: a traceback's frames and its message
+CONTEXT_LINES = 8  # after the first error line, when it is no traceback
+TRACEBACK_LINES = 80  # a traceback is shown to its message, up to this many lines
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+# A launcher's prefix on a rank's line: torchrun's [default0]:, mpirun's [1,0]<stderr>:,
+# horovodrun's [0]<stderr>:.
+_PREFIX = re.compile(r"^\[[^\]]*\](?:<std(?:out|err)>)?:")
+# torchrun's ChildFailedError report: "Failures:" (the consequences) and "Root Cause
+# (first observed failure):", each entry "[i]:" then "  field : value" lines.
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\)")
+_FAILURES = re.compile(r"^\s*Failures:\s*$")
+_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*?)\s*$")
+_RANK = re.compile(r"(-?\d+)(?:\s*\(local_rank:\s*(\d+)\))?")
+_EXITCODE = re.compile(r"(-?\d+)")
+_TOLD = re.compile(r"root cause: rank (\d+)")
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
 
 def first_error(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[str, ...]:
@@ -63,6 +77,8 @@ def first_error(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[str
         end -= 1  # mpirun opens its report with a rule of dashes
     for i in range(end):
         if ERROR_PATTERN.search(lines[i]):
+            if _TRACEBACK.search(lines[i]):
+                return tuple(lines[i : _traceback_end(lines, i, end)])
             return tuple(lines[i : min(end, i + 1 + context)])
     if end < len(lines):
         # No line says "error" (a rank that printed why and exited non-zero): its last
@@ -73,9 +89,115 @@ def first_error(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[str
 
 def failed_rank(lines: Sequence[str]) -> int | None:
     """The rank a launcher's failure report names as the first that failed (Open MPI's
-    "Process name: [[x,y],R]"), or None when no report names one."""
+    "Process name: [[x,y],R]", torchrun's root cause, or a cause already told as "root
+    cause: rank R"), or None when no report names one."""
     for line in lines:
-        found = MPI_FAILED_PROCESS.search(line)
+        found = MPI_FAILED_PROCESS.search(line) or _TOLD.match(line)
         if found is not None:
             return int(found.group(1))
-    return None
+    root, _others = torchrun_failures(lines)
+    return root["rank"] if root is not None else None
+
+
+def failure_cause(lines: Sequence[str]) -> tuple[str, ...]:
+    """What a failure summary shows as the cause: torchrun's root cause told in full when
+    it reported one (:func:`root_cause`), else the first error (:func:`first_error`)."""
+    told = root_cause(lines)
+    return tuple(told[1]) if told is not None else first_error(lines)
+
+
+def _unprefixed(line: str) -> str:
+    return _PREFIX.sub("", line, count=1)
+
+
+def _traceback_end(lines: Sequence[str], start: int, end: int) -> int:
+    """One past a traceback's message: the first line after ``start`` that is not a frame
+    (indented) of the same rank. Its message is what the reader needs; cut at
+    TRACEBACK_LINES in case the frames never end."""
+    prefix = _PREFIX.match(lines[start])
+    own = prefix.group(0) if prefix else ""
+    limit = min(end, start + TRACEBACK_LINES)
+    for i in range(start + 1, limit):
+        if own and not lines[i].startswith(own):
+            continue  # another rank's line, interleaved
+        body = _unprefixed(lines[i]) if own else lines[i]
+        if body.strip() and not body[:1].isspace():
+            return i + 1
+    return limit
+
+
+def _entries(lines: Sequence[str]) -> list[dict]:
+    """The "[i]:" entries of a torchrun report section, each as its fields."""
+    found: list[dict] = []
+    for line in lines:
+        field = _FIELD.match(line)
+        if line.strip().startswith("[") and line.strip().endswith("]:"):
+            found.append({})
+        elif field is not None and found:
+            found[-1][field.group(1)] = field.group(2)
+    return found
+
+
+def _described(entry: dict) -> dict:
+    rank = _RANK.match(entry.get("rank", ""))
+    code = _EXITCODE.match(entry.get("exitcode", ""))
+    exit_code = int(code.group(1)) if code else None
+    signal = None
+    if exit_code is not None and exit_code < 0:
+        signal = _SIGNALS.get(-exit_code, f"signal {-exit_code}")
+    return {
+        "rank": int(rank.group(1)) if rank else None,
+        "local_rank": int(rank.group(2)) if rank and rank.group(2) is not None else None,
+        "exit_code": exit_code,
+        "signal": signal,
+        "time": entry.get("time"),
+        "host": entry.get("host"),
+    }
+
+
+def torchrun_failures(lines: Sequence[str]) -> tuple[dict | None, list[dict]]:
+    """torchrun's own report: its root cause (first observed failure) and the failures
+    it lists besides, each ``{rank, local_rank, exit_code, signal, time, host}``."""
+    root_at = next((i for i, ln in enumerate(lines) if _ROOT_CAUSE.search(ln)), None)
+    if root_at is None:
+        return None, []
+    roots = _entries(lines[root_at + 1 :])
+    start = next((i for i in range(root_at - 1, -1, -1) if _FAILURES.match(lines[i])), root_at)
+    others = [_described(e) for e in _entries(lines[start + 1 : root_at])]
+    root = _described(roots[0]) if roots else None
+    if root is None or root["rank"] is None:
+        return None, []
+    return root, [o for o in others if o["rank"] is not None and o["rank"] != root["rank"]]
+
+
+def _how(failure: dict) -> str:
+    if failure["signal"]:
+        return f"killed by {failure['signal']}"
+    return f"exit status {failure['exit_code']}"
+
+
+def root_cause(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[int, list[str]] | None:
+    """When torchrun reported a root cause: its rank, and the lines that tell it — the
+    rank, how it ended and when, that rank's first error (a traceback to its message) or
+    else its last lines, then the failures that followed it. None without such a report."""
+    root, others = torchrun_failures(lines)
+    if root is None:
+        return None
+    where = f" on {root['host']}" if root["host"] else ""
+    local = root["local_rank"]
+    told = [f"root cause: rank {root['rank']}{where}: {_how(root)}"]
+    if root["time"]:
+        told[0] += f" at {root['time']}"
+    if local is not None:
+        own = f"[default{local}]:"
+        end = next((i for i, ln in enumerate(lines) if LAUNCHER_REPORT.search(ln)), len(lines))
+        mine = [ln for ln in lines[:end] if ln.startswith(own)]
+        cause = list(first_error(mine, context)) if mine else []
+        if not cause:
+            cause = [ln for ln in mine if _unprefixed(ln).strip()][-context:]
+            if cause:
+                told.append("its last lines:")
+        told += cause
+    for other in others:
+        told.append(f"then rank {other['rank']}: {_how(other)}")
+    return root["rank"], told

@@ -86,22 +86,25 @@ def test_launch_streams_prefixed_output_and_exits_0(sshd_cluster, tmp_path) -> N
     assert_nothing_left(cluster)
 
 
-def test_launch_of_a_failing_job_exits_1_naming_host_and_rank(sshd_cluster, tmp_path) -> None:
+def test_launch_of_a_failing_job_exits_1_naming_the_root_cause(sshd_cluster, tmp_path) -> None:
+    """2 hosts x 2 ranks, rank 2 exits 3: its peers then fail in their collectives, but
+    the summary names rank 2 (torchrun's own root cause), how it ended and when, with its
+    own last lines; the ranks that failed after it are listed after it."""
     cluster = sshd_cluster(n=2)
     result = dc(
         tmp_path, "launch", str(cluster.inventory_path), "--kind", "ddp", "--gpus-per-host",
-        "1", "--", "example:ddp", "--steps", "300", "--sleep", "0.05",
-        "--crash-rank", "1", "--crash-at-step", "2",
+        "2", "--", "example:ddp", "--steps", "300", "--sleep", "0.05",
+        "--crash-rank", "2", "--crash-at-step", "5",
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
-    assert re.search(r"node1 torchrun-1 \(rank 1\) failed: exit status [1-9]", result.stderr)
+    assert re.search(r"node1 torchrun-1 \(rank 2\) failed: exit status [1-9]", result.stderr)
+    assert re.search(r"root cause: rank 2 on \S+: exit status 3 at \d{4}-\d\d-\d\d_", result.stderr)
+    cause = result.stderr.split("root cause:", 1)[1].split("last lines of its output:")[0]
+    assert "[default0]:rank 2 crashing at step 5 as asked" in cause, result.stderr
+    assert "[default1]" not in cause and "ChildFailedError" not in cause, result.stderr
     assert "last lines of its output:" in result.stderr
-    # The cause the rank printed comes first, not torchrun's ChildFailedError block.
-    cause = result.stderr.split("first error:", 1)[1].split("last lines of its output:")[0]
-    assert "[default0]" in cause, result.stderr
-    assert "crash" in cause.lower() and "ChildFailedError" not in cause, result.stderr
     [job] = jobs_json(tmp_path, cluster.inventory_path)
-    assert job["state"] == "failed" and "first error:" in job["failure"]
+    assert job["state"] == "failed" and "root cause: rank 2" in job["failure"]
     assert_nothing_left(cluster)
 
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.failure_lines import failed_rank, first_error
+    from console.hostprogs.failure_lines import failed_rank, failure_cause
     from console.hostprogs.jobctl.common import (
         exit_status,
         job_pgids,
@@ -140,7 +140,7 @@ class SvLocal:
             path = os.path.expanduser(path)
             lines += sv_tail(path, 8 * 1024)[-SV_TAIL_LINES:]
             searched = sv_tail(path, SV_SEARCHED_BYTES)
-            found = list(first_error(searched))
+            found = list(failure_cause(searched))
             if found and not cause:
                 cause = found
             if rank is None:

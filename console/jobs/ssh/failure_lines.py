@@ -8,7 +8,9 @@ from console.hostprogs.failure_lines import (
     ERROR_PATTERN,
     LAUNCHER_REPORT,
     failed_rank,
+    failure_cause,
     first_error,
+    root_cause,
 )
 
 __all__ = [
@@ -17,5 +19,7 @@ __all__ = [
     "ERROR_PATTERN",
     "LAUNCHER_REPORT",
     "failed_rank",
+    "failure_cause",
     "first_error",
+    "root_cause",
 ]

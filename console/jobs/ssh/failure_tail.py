@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from console.errors import TransportError
 from console.jobs.ssh import remote_ops
-from console.jobs.ssh.failure_lines import LAUNCHER_REPORT, first_error
+from console.jobs.ssh.failure_lines import LAUNCHER_REPORT, failure_cause
 from console.transport.base import HostConnection
 
 READ_TIMEOUT_S = 10.0
@@ -54,7 +54,7 @@ async def read_failure_tail(
         if last:
             tail += [f"  [{host}]", *last]
     # The ranks' lines came before their launcher's report.
-    cause = first_error([*(line for _last, near in others for line in near), *first_near])
+    cause = failure_cause([*(line for _last, near in others for line in near), *first_near])
     reported = any(LAUNCHER_REPORT.search(line) for line in shown_first)
     if set(cause) <= set(shown_first) and not reported:
         # The last lines, shown first, already show it. Below a launcher's report (which

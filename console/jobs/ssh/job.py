@@ -49,7 +49,8 @@ class JobFailure:
         if self.exit_status is not None and self.reason:
             lines[0] += f" ({self.reason})"
         if self.first_error:
-            lines.append("first error:")
+            if not self.first_error[0].startswith("root cause:"):
+                lines.append("first error:")  # a root cause told says what it is
             lines += list(self.first_error)
         if self.tail:
             lines.append("last lines of its output:")
