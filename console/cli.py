@@ -38,8 +38,12 @@ COMMANDS: dict[str, str] = {
     "ui": "open the console on an inventory (also: distconsole HOSTS)",
     "metrics": "serve every GPU's and job's figures to Prometheus (dcgm-exporter's names)",
     "forward": "forward a local port to a port on a host, over the host's SSH connection",
+    "gc": "free every host of ended jobs' directories and Ray temp dirs (--sync: old sync trees)",
     "sync-gc": "remove old --sync trees and the objects only they used, on every host",
 }
+
+# Commands another command's module registers: name -> (module, its register function).
+ALIASES: dict[str, tuple[str, str]] = {"sync-gc": ("gc", "register_sync_gc")}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -53,8 +57,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, summary in COMMANDS.items():
         if command is None or name == command:
-            module = importlib.import_module(f"console.commands.{name.replace('-', '_')}")
-            module.register(sub)
+            module_name, function = ALIASES.get(name, (name.replace("-", "_"), "register"))
+            module = importlib.import_module(f"console.commands.{module_name}")
+            getattr(module, function)(sub)
         else:
             # Never parsed: argv names one command, and only that one is registered.
             sub.add_parser(name, help=summary, add_help=False)
