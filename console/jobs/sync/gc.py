@@ -1,4 +1,4 @@
-"""Housekeeping of the hosts' sync stores (``distconsole sync-gc``).
+"""Housekeeping of the hosts' sync stores (``distconsole gc --sync``, alias ``sync-gc``).
 
 Each ``--sync`` leaves a tree ``trees/NAME-ID`` of hard links into the host's object
 store; a changed tree is a new directory and its new contents new objects, so without
