@@ -7,6 +7,7 @@ reads :data:`NOT_REPORTED` everywhere it is shown.
 
 from __future__ import annotations
 
+import re
 import time
 
 from console.inventory import Host
@@ -95,10 +96,38 @@ def line_prefix(line: LogLine) -> str:
     return f"{line.host} {rank_label(rank_key(line)).split('@', 1)[0]}"
 
 
-def log_line_text(line: LogLine) -> str:
+# What a rank writes reaches the user's terminal: keep its colours and drop every other
+# control sequence and control character, as ``less -R`` does (issue 23: a rank's
+# ESC]0;title BEL retitled the terminal running `distconsole logs`, ESC[2J cleared it).
+_CONTROL = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI, SGR (colours) among them
+    # OSC, DCS, SOS, PM, APC: up to BEL or ST, or to the line's end (a terminal would
+    # swallow the lines after an unended one)
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d-\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|$)"
+    r"|\x1b[ -/]*[0-~]"  # other escape sequences (charsets, keypad, ESC c resets all)
+    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"  # control characters, C1 too; a tab stays
+)
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+_ANY_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def _kept(match: re.Match[str]) -> str:
+    text = match[0]
+    return text if text[-1] == "m" and _SGR.fullmatch(text) else ""
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with its colours (SGR, ``ESC[...m``) and tabs, and no other control
+    sequence or control character: what may go to a terminal as it is."""
+    if _ANY_CONTROL.search(text) is None:
+        return text  # the usual line: nothing to look at
+    return _CONTROL.sub(_kept, text)
+
+
+def log_line_text(line: LogLine, *, raw: bool = False) -> str:
     """A log line as plain text, the way ``distconsole logs`` prints it and the logs
-    screen saves it: ``node0 r3| text``."""
-    return f"{line_prefix(line)}| {line.text}"
+    screen saves it: ``node0 r3| text``, made :func:`terminal_safe` unless ``raw``."""
+    return f"{line_prefix(line)}| {line.text if raw else terminal_safe(line.text)}"
 
 
 def gap_text(skipped: int) -> str:

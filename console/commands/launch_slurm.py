@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from console.display import terminal_safe
 from console.errors import ConsoleError, UsageError
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
@@ -117,7 +118,9 @@ async def launch(args: argparse.Namespace, spec: JobSpec, inventory: Inventory) 
         await pool.close()
 
 
-async def follow(slurm: SlurmBackend, pool: ClusterConnections, job_id: str) -> int:
+async def follow(
+    slurm: SlurmBackend, pool: ClusterConnections, job_id: str, *, raw: bool = False
+) -> int:
     """Print Slurm's state changes and every task's lines until the job ends; Ctrl-C
     (or SIGTERM) cancels it."""
     loop = asyncio.get_running_loop()
@@ -134,7 +137,8 @@ async def follow(slurm: SlurmBackend, pool: ClusterConnections, job_id: str) -> 
         followers = [HostLogFollower(pool[t.host], t) for t in targets_from_plan(plan)]
         async for batch in follow_hosts(followers):
             for line in batch.lines:
-                print(f"[{rank_label(rank_key(line))}] {line.text}", flush=False)
+                text = line.text if raw else terminal_safe(line.text)
+                print(f"[{rank_label(rank_key(line))}] {text}", flush=False)
             sys.stdout.flush()
 
     final: list[JobState] = []

@@ -1,5 +1,8 @@
 """`distconsole logs HOSTS JOB_ID`: every rank's output, rank-prefixed, optionally live.
 
+A line's colours reach the terminal; its other control sequences and characters (a
+title, a screen clear) are left out, as ``less -R`` does; ``--raw`` prints them too.
+
 Without ``--follow`` it prints what the log files hold now (from the start) and exits.
 With ``--follow`` it starts at the current end of every file (``--since-start``: at the
 beginning) and keeps printing until the job's processes have all exited or Ctrl-C;
@@ -72,16 +75,27 @@ def register(sub: Any) -> None:
         action="store_true",
         help="with --follow: print each file from its beginning first",
     )
-    parser.add_argument(
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument(
         "--json",
         action="store_true",
         help="one JSON object per line: host, rank, stream, line (and job, local_rank, role)",
+    )
+    shape.add_argument(
+        "--raw",
+        action="store_true",
+        help="print lines as they came, terminal control sequences included (by default "
+        "only colours are kept, as `less -R` does)",
     )
     parser.set_defaults(func=run)
 
 
 def format_line(line: LogLine) -> str:
     return log_line_text(line)
+
+
+def raw_line(line: LogLine) -> str:
+    return log_line_text(line, raw=True)
 
 
 def json_line(line: LogLine) -> str:
@@ -110,12 +124,13 @@ class Printer:
         ranks: Sequence[int] | None,
         grep: re.Pattern[str] | None,
         as_json: bool,
+        raw: bool = False,
     ) -> None:
         self.out = out
         self.err = err
         self.ranks = set(ranks) if ranks else None
         self.grep = grep
-        self.render = json_line if as_json else format_line
+        self.render = json_line if as_json else raw_line if raw else format_line
         self.printed = 0
         self.received = 0
 
@@ -234,5 +249,7 @@ async def follow(args: argparse.Namespace, printer: Printer, out: TextIO) -> int
 
 
 def run(args: argparse.Namespace) -> int:
-    printer = Printer(sys.stdout, sys.stderr, ranks=args.rank, grep=args.grep, as_json=args.json)
+    printer = Printer(
+        sys.stdout, sys.stderr, ranks=args.rank, grep=args.grep, as_json=args.json, raw=args.raw
+    )
     return asyncio.run(follow(args, printer, sys.stdout))
