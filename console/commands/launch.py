@@ -14,17 +14,19 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections import defaultdict
 from typing import Any
 
 from console import inventory as inventory_module
 from console.commands import launch_slurm, options
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
+from console.display import terminal_safe
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs.backend import SshBackend
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.paths import exit_file
+from console.jobs.paths import exit_file, rank_done
 from console.jobs.plan.placement import select_hosts
 from console.jobs.service import (
     HostSynced,
@@ -45,7 +47,7 @@ from console.jobs.sync.push import SyncProgress, scan_for_spec
 from console.jobs.sync.tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
-from console.logs.prefixes import context_for
+from console.logs.prefixes import FileContext, context_for
 from console.transport.base import HostConnection
 from console.transport.pool import ClusterConnections
 
@@ -68,6 +70,12 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--skip-preflight", action="store_true", help="start even if pre-flight checks fail"
+    )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the job's output as it came, terminal control sequences included (by "
+        "default only colours are kept, as `less -R` does)",
     )
     options.add_grace(parser, DEFAULT_GRACE_S)
     launch_slurm.add_scheduler_options(parser)
@@ -159,14 +167,14 @@ async def launch(
             if args.detach:
                 print(launched.job_id, flush=True)
                 return 0
-            return await launch_slurm.follow(backend, pool, launched.job_id)
+            return await launch_slurm.follow(backend, pool, launched.job_id, raw=args.raw)
         assert isinstance(backend, SshBackend)  # make_backend's other kind
         job = backend.runner.jobs[launched.job_id]
         say(f"job {job.id} running: {describe_processes(job)}")
         if args.detach:
             print(job.id, flush=True)
             return 0
-        return await watch(backend.runner, job)
+        return await watch(backend.runner, job, raw=args.raw)
     finally:
         await pool.close()
 
@@ -175,7 +183,7 @@ def describe_processes(job: Job) -> str:
     return ", ".join(f"{p.host}:{p.name} (pgid {p.pgid})" for p in job.processes.values())
 
 
-async def watch(runner: JobRunner, job: Job) -> int:
+async def watch(runner: JobRunner, job: Job, *, raw: bool = False) -> int:
     """Stream output until the job ends; Ctrl-C (or SIGTERM) stops it everywhere."""
     loop = asyncio.get_running_loop()
     interrupted = asyncio.Event()
@@ -192,7 +200,7 @@ async def watch(runner: JobRunner, job: Job) -> int:
                 say(event.message or "a host of the job went away")
                 lost.set()
 
-    streamer = asyncio.create_task(stream_output(job, runner.connections))
+    streamer = asyncio.create_task(stream_output(job, runner.connections, raw=raw))
     lost_task = asyncio.create_task(note_lost())
     ended = asyncio.create_task(job.wait())
     stop_asked = asyncio.create_task(interrupted.wait())
@@ -235,26 +243,33 @@ def report_end(job: Job) -> int:
 
 
 def follow_targets(plan: JobPlan) -> list[FollowTarget]:
-    """Per host: every process's own output files (torchrun and mpirun put their ranks'
-    prefixed lines there), done once all the host's exit files exist."""
-    targets = []
-    for host in dict.fromkeys(ln.host for ln in plan.launches):
-        job_dir = remote_ops.host_job_dir(plan, host)
-        files = []
-        markers = []
-        for launch in plan.launches:
-            if launch.host != host:
-                continue
-            for log in remote_ops.own_log_files(launch, job_dir):
-                files.append(context_for(plan.job_id, host, log, launch))
-            markers.append(exit_file(job_dir, remote_ops.process_name(launch)))
-        targets.append(
-            FollowTarget(plan.job_id, host, files=tuple(files), done_markers=tuple(markers))
-        )
-    return targets
+    """Per host: every process's own output files (torchrun puts its ranks' prefixed
+    lines there), done once all the host's exit files exist; and every MPI / Horovod
+    rank's own files on the host it runs on, done at its ``done`` marker: those ranks
+    hand their launcher none of their output, which is mpirun's own messages alone."""
+    files: dict[str, list[FileContext]] = defaultdict(list)
+    markers: dict[str, list[str]] = defaultdict(list)
+    for launch in plan.launches:
+        job_dir = remote_ops.host_job_dir(plan, launch.host)
+        for log in remote_ops.own_log_files(launch, job_dir):
+            files[launch.host].append(context_for(plan.job_id, launch.host, log, launch))
+        markers[launch.host].append(exit_file(job_dir, remote_ops.process_name(launch)))
+        for log in launch.log_paths:
+            if log.role != "rank" or log.host is None:
+                continue  # only ranks a launcher starts on their own hosts (mpi_ranks.py)
+            files[log.host].append(context_for(plan.job_id, log.host, log, launch))
+            if log.rank is not None and log.stream == "stdout":
+                where = remote_ops.host_job_dir(plan, log.host)
+                markers[log.host].append(rank_done(where, log.rank))
+    return [
+        FollowTarget(plan.job_id, host, files=tuple(found), done_markers=tuple(markers[host]))
+        for host, found in files.items()
+    ]
 
 
-async def stream_output(job: Job, connections: Any) -> None:
+async def stream_output(job: Job, connections: Any, *, raw: bool = False) -> None:
+    """Every line as ``[host rank] text``, its text :func:`terminal_safe` unless ``raw``."""
+    shown = (lambda text: text) if raw else terminal_safe
     followers = []
     for target in follow_targets(job.plan):
         conn: HostConnection = connections[target.host]
@@ -262,7 +277,7 @@ async def stream_output(job: Job, connections: Any) -> None:
     async for batch in follow_hosts(followers):
         for line in batch.lines:
             label = rank_label(rank_key(line))
-            print(f"[{line.host} {label}] {line.text}", flush=False)
+            print(f"[{line.host} {label}] {shown(line.text)}", flush=False)
         for note in batch.notes:
             if note.kind in ("error", "disconnected"):
                 say(f"{note.host}: log follower {note.kind} {note.message}".rstrip())

@@ -69,7 +69,7 @@ def test_mpirun_exact_argv_env_and_rank_logs() -> None:
         "--bind-to", "none",
         "--mca", "btl_tcp_if_include", "eth1", "--mca", "oob_tcp_if_include", "eth1",
         "--mca", "plm_rsh_args", "-p 2022",
-        "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "PYTHONUNBUFFERED",
+        "-x", "PATH", "-x", "PYTHONUNBUFFERED",
         "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS", "-x", "MKL_NUM_THREADS",
         "-x", "NCCL_SOCKET_IFNAME", "-x", "HOSTVAR", "-x", "FOO",
         "-x", "DISTCONSOLE_JOB_ID", "-x", "DISTCONSOLE_JOB_DIR", "-x", "DISTCONSOLE_WORLD_SIZE",
@@ -112,8 +112,31 @@ def test_every_variable_is_forwarded_with_x() -> None:
     launch = plan(spec, inventory(), job_id=JOB).launches[0]
     forwarded = [launch.argv[i + 1] for i, a in enumerate(launch.argv) if a == "-x"]
     assert len(forwarded) == len(set(forwarded))
-    assert set(forwarded) == set(launch.env) | {"PATH", "LD_LIBRARY_PATH"}
+    # Only what the launcher surely has: no -x for an ambient LD_LIBRARY_PATH (issue 23).
+    assert set(forwarded) == set(launch.env) | {"PATH"}
     assert "exec a.out </dev/null" in wrapped(launch.argv)[1]  # not a .py: executed directly
+
+
+def test_ld_library_path_is_forwarded_only_when_the_job_sets_it() -> None:
+    """Without it in the job's env the launcher may lack it: no ``-x`` (mpirun warns for
+    an unset name); each rank keeps its own host's. Set by the user, it is forwarded."""
+    bare = plan(make_spec(kind="mpi", program="a.out"), inventory(), job_id=JOB).launches[0]
+    assert "LD_LIBRARY_PATH" not in bare.argv
+    spec = make_spec(kind="mpi", program="a.out", env={"LD_LIBRARY_PATH": "/opt/lib"})
+    launch = plan(spec, inventory(), job_id=JOB).launches[0]
+    forwarded = [launch.argv[i + 1] for i, a in enumerate(launch.argv) if a == "-x"]
+    assert "LD_LIBRARY_PATH" in forwarded and launch.env["LD_LIBRARY_PATH"] == "/opt/lib"
+
+
+def test_ranks_hand_the_launcher_none_of_their_output() -> None:
+    """Each rank's output goes to its own files only (issue 23: mpirun echoed every line
+    into its own log, and it showed twice); the stdout reader still marks it done."""
+    launch = plan(make_spec(kind="mpi", program="a.out"), inventory(), job_id=JOB).launches[0]
+    script = wrapped(launch.argv)[1]
+    assert "tee" not in script
+    assert (
+        'exec > >(trap \'\' TERM INT HUP; cat >"$d/stdout"; : >"$d/done") 2>"$d/stderr"' in script
+    )
 
 
 def test_no_port_no_key_no_interface_means_no_mca_options() -> None:

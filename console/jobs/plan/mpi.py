@@ -11,6 +11,8 @@ stdout/stderr teed into ``JOB_DIR/ranks/rank.R/stdout|stderr`` in that host's jo
 directory (the plan lists each file with the host it is on). Launcher-side per-rank
 files (``--output-filename``) are not used: Open MPI's daemons write them at the
 launcher's path on every node, which with per-host homes is another user's directory.
+The ranks hand the launcher none of their output (mpi_ranks.py ``_arm``), so the
+launcher's own files hold its own messages only and each rank's line is read once.
 
 ssh from the launcher: mpirun and horovodrun pass ONE ``-p`` to every ssh they start,
 including the one to the launcher's own address when they do not recognise it as local
@@ -51,7 +53,15 @@ from console.jobs.plan.placement import (
 
 ROLE = "launcher"
 THREAD_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-ALWAYS_FORWARDED = ("PATH", "LD_LIBRARY_PATH")
+# ``-x NAME`` forwards the launcher's value, and for a name the launcher's environment
+# lacks mpirun prints "Warning: could not find environment variable" (issue 23: every
+# job on hosts without LD_LIBRARY_PATH). So -x names only what the launcher surely has:
+# PATH (every ssh session sets it) and the job's environment (the launcher's wrapper
+# exports each of those). A rank's LD_LIBRARY_PATH is its own host's: the environment
+# its host's ssh session starts with, then that host's setup line, which the rank
+# wrapper runs (mpi_ranks.py); library paths are paths on that host. One set in the
+# job's env (--env, the inventory's env) is forwarded like every other variable.
+ALWAYS_FORWARDED = ("PATH",)
 DEFAULT_SSH_PORT = 22
 
 

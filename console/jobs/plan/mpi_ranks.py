@@ -13,9 +13,10 @@ of it is expanded on the launcher), and on the rank's host it:
 2. takes ``HOME`` back from the password database: horovodrun --gloo hands every rank
    the launcher's whole environment, ``HOME`` and ``SSH_CONNECTION`` included (seen
    with horovod 0.28.1), and ``~/`` must be this host's home;
-3. tees its stdout/stderr into ``JOB_DIR/ranks/rank.R/stdout|stderr`` in ITS host's job
-   directory (the console reads each rank's log from the host it ran on) while the
-   launcher still receives the output as before;
+3. sends its stdout/stderr into ``JOB_DIR/ranks/rank.R/stdout|stderr`` in ITS host's job
+   directory, and ONLY there (the console reads each rank's log from the host it ran on;
+   the launcher's own output then holds the launcher's own messages alone, see
+   :func:`_arm`);
 4. runs that host's ``setup`` line, enters that host's working directory, exports the
    variables whose value differs on that host (its inventory ``env``), and ``exec``s
    the program with that host's paths and python, so the launcher sees its status.
@@ -94,12 +95,21 @@ def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | No
         # gets the login umask back.
         "distconsole_umask=$(umask); umask 0077",
         f'mkdir -p -- "$d" || exit {RANK_CWD_FAILED}',
-        # The launcher keeps receiving the output (mpirun's echo, `launch` following it).
-        # The stdout tee marks the rank done once the program's stdout closes, however
-        # it ended: the log follower on this host stops there. It ignores TERM so that
-        # a stop's TERM to everything of the job leaves it to finish at EOF.
-        f'exec > >(trap \'\' TERM INT HUP; tee -- "$d/stdout"; : >"$d/{paths.RANK_DONE}")'
-        ' 2> >(tee -- "$d/stderr" >&2)',
+        # The rank's output goes to its own files and NOT on to the launcher (issue 23):
+        # mpirun and horovodrun copy whatever a rank writes into their own output, so
+        # every line showed twice, once under its rank and once as the launcher. Not
+        # handing it to the launcher at all is what works for every launcher: mpirun
+        # tags forwarded lines only with --tag-output and then per write (a line in two
+        # writes gets two tags), horovodrun --gloo tags per line, horovodrun --mpi as
+        # its mpirun does, and a filter would also drop what this wrapper itself says
+        # before its files exist. So the launcher's output is the launcher's own
+        # messages (mpirun's warnings, errors and failure report) and no rank's line
+        # crosses the network twice. `logs` and `launch` read each rank's files on its
+        # host. The stdout reader marks the rank done once the program's stdout closes,
+        # however it ended: the log follower on this host stops there. It ignores TERM
+        # so that a stop's TERM to everything of the job leaves it to finish at EOF.
+        f'exec > >(trap \'\' TERM INT HUP; cat >"$d/stdout"; : >"$d/{paths.RANK_DONE}")'
+        ' 2>"$d/stderr"',
         'umask "$distconsole_umask"',
         with_setup(h.host.setup, "\n".join(body), on_failure=on_failure),
     ]
