@@ -246,9 +246,13 @@ class SlurmBackend:
         if prepared.script is None:
             raise JobError(f"job {prepared.job_id} has no batch script")
         out_dir = prepared.plan.job_dirs[self.login.name]
+        # The job's directory private (700) and its script (600: it holds the job's env),
+        # whatever the login umask; sbatch, whose umask the job inherits, gets it back.
         command = (
-            f"mkdir -p {paths.shell_word(out_dir)} && cd {paths.shell_word(out_dir)} && "
-            f"cat > {SCRIPT_NAME} && sbatch --parsable {SCRIPT_NAME}"
+            f"distconsole_umask=$(umask) && umask 077 && mkdir -p {paths.shell_word(out_dir)}"
+            f" && chmod go-rwx {paths.shell_word(out_dir)} && cd {paths.shell_word(out_dir)}"
+            f' && cat > {SCRIPT_NAME} && umask "$distconsole_umask"'
+            f" && sbatch --parsable {SCRIPT_NAME}"
         )
         status, out, err = await self._run(command, input=prepared.script)
         slurm_id = submitted_id(out) if status == 0 else None
