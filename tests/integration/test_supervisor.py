@@ -379,3 +379,26 @@ def test_ends_on_an_unsupervised_host_reach_the_leader_through_the_console(
     assert json.loads(ended.read_text())[0]["exit_code"] == 0
     # The PS rule stopped the parameter server, and the leader's supervisor has left.
     wait_for(lambda: not live_processes(cluster), timeout=15)
+
+
+def test_a_detached_jobs_host_killed_with_a_fin_reads_lost_and_the_job_ends(
+    sshd_cluster, tmp_path
+) -> None:
+    """node1 killed whole (sshd and every process of its user: the kernel closes their
+    connections with a FIN), no console open. The leader alone cannot tell that from a
+    supervisor that died on a live host (unsupervised); a console listing jobs can: node1
+    does not answer either. The job reads lost, the survivors are told (jobctl host-lost),
+    and their supervisors end it with node1 as the cause."""
+    cluster = sshd_cluster(n=2)
+    job_id = launch_loops(tmp_path, cluster)
+    leader_file = job_dir(cluster, "node0", job_id) / "supervisor.json"
+    wait_for(lambda: read_json(leader_file).get("state") == "running")
+    cluster.stop("node1")
+    wait_for(lambda: "node1" in (read_json(leader_file).get("unsupervised") or {}))
+    [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
+    assert job["state"] == "lost", job
+    assert "node1: connection lost" in (job["failure"] or ""), job
+    wait_for(lambda: read_json(leader_file).get("state") == "failed", timeout=30)
+    wait_for(lambda: "node0" not in live_processes(cluster), timeout=30)
+    [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
+    assert job["state"] == "failed" and "node1" in (job["failure"] or ""), job

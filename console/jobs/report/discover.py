@@ -13,6 +13,7 @@ recorded rather than its own guess. "unsupervised" is derived here: a host whose
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from console.jobs.history import JobHistory, plan_from_json
 from console.jobs.models import JOBS_SUBDIR, JobState
 from console.jobs.ssh.control import Connections
 from console.jobs.ssh.job import JobFailure
+from console.jobs.ssh.remote_ops import jobctl_command
 from console.transport.base import HostConnection
 from console.transport.hello import check_hello
 from console.transport.ship import HostProgram, shipment
@@ -132,6 +134,10 @@ class DiscoveredJob:
 
     job_id: str
     copies: dict[str, HostJob] = field(default_factory=dict)  # host -> its directory
+    # Hosts the leader reads unsupervised (their supervisor's connection closed) that
+    # this scan could not reach either: not a supervisor that died on a live host, a
+    # host that went away (killed with a FIN). See :func:`lost_hosts`.
+    lost: tuple[str, ...] = ()
 
     @property
     def document(self) -> dict[str, Any] | None:
@@ -176,6 +182,8 @@ class DiscoveredJob:
             state = SUPERVISOR_STATES[truth["state"]]
         elif self.alive:
             state = JobState.RUNNING  # no supervisor record: what the process files say
+        if state is JobState.RUNNING and self.lost:
+            return JobState.LOST
         if state is not None:
             # A dead supervisor while the processes run on: nothing enforces fail-fast.
             unwatched = state is JobState.RUNNING and self.unsupervised
@@ -200,6 +208,12 @@ class DiscoveredJob:
 
     def failure_text(self) -> str | None:
         failure = self.first_failure()
+        if failure is None and self.lost and self.state() is JobState.LOST:
+            return "\n".join(
+                f"{host}: connection lost (its supervisor's connection closed and the "
+                "host does not answer)"
+                for host in self.lost
+            )
         if failure is None:
             return None
         return failure_text(failure, self.document)
@@ -213,6 +227,7 @@ class DiscoveredJob:
             "hung": self.hung,
             "hang": truth.get("hang"),
             "unsupervised": self.unsupervised,
+            "lost": list(self.lost),
             "first_failure": self.first_failure(),
             "alive": self.alive,
             "ended_at": truth.get("ended_at"),
@@ -267,7 +282,48 @@ async def scan_hosts(
             raise outcome
         else:
             found.add(outcome)
+    for job in found.jobs.values():
+        job.lost = lost_hosts(job, found.unreachable)
     return found
+
+
+def lost_hosts(job: DiscoveredJob, unreachable: Mapping[str, str]) -> tuple[str, ...]:
+    """Hosts of a running job that went away: the leader's supervisor saw their
+    supervisor's connection close (which alone reads unsupervised: the supervisor may
+    have died on a live host) and they do not answer SSH now either."""
+    truth = job.truth or {}
+    if truth.get("state") != "running":
+        return ()
+    unsupervised = truth.get("unsupervised")
+    named = unsupervised if isinstance(unsupervised, dict) else {}
+    return tuple(h for h in job.hosts if h in named and h in unreachable)
+
+
+async def tell_lost(connections: Connections, inventory: Inventory, job: DiscoveredJob) -> None:
+    """``jobctl host-lost`` for each of the job's lost hosts on its other hosts, as a
+    watching console does (``watch._tell_lost``): their supervisors then take it as lost
+    and apply fail-fast, with no console left open. Best effort: a host that cannot be
+    told learns nothing from it."""
+    plan = (job.document or {}).get("plan") or {}
+    job_dirs = plan.get("job_dirs") if isinstance(plan, dict) else None
+    if not isinstance(job_dirs, dict):
+        return
+    by_name = {h.name: h for h in inventory.hosts}
+
+    async def tell(host: str, lost: str) -> None:
+        args = {"job_dir": job_dirs[host], "host": lost, "why": "the host does not answer"}
+        command = jobctl_command(by_name[host], "host-lost", args)
+        with contextlib.suppress(TransportError):
+            await connections[host].run(command, timeout=10)
+
+    await asyncio.gather(
+        *(
+            tell(host, lost)
+            for lost in job.lost
+            for host in job.copies
+            if host not in job.lost and host in job_dirs and host in by_name
+        )
+    )
 
 
 def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> list[str]:
@@ -319,4 +375,7 @@ async def discover(
     )
     found = await scan_hosts(connections, inventory.hosts, known=known)
     settled = await asyncio.to_thread(merge, found, history, inventory)
+    await asyncio.gather(
+        *(tell_lost(connections, inventory, j) for j in found.jobs.values() if j.lost)
+    )
     return found, settled
