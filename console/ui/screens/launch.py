@@ -1,5 +1,8 @@
 """``l``: the launch form. Keyboard only; errors inline under each field; a live preview
-of the exact per-host commands; Enter (in any field) or ctrl+r launches, Esc closes.
+of the exact per-host commands; Enter in a text field or ctrl+r launches, Esc closes.
+Enter on the Kind or network select opens its list and chooses in it, on the host list
+or a box it ticks, as Textual's widgets do: it never launches there. The form opens on
+its first field, Kind, so the Enter a new user presses to open that list opens it.
 
 What is typed survives closing the form: every change is kept in the app's services
 (:class:`LaunchDraft`) and the next form opens with it."""
@@ -204,7 +207,9 @@ class LaunchScreen(Screen[str | None]):
 
     def on_mount(self) -> None:
         self.refresh_preview()
-        self.query_one("#program", Input).focus()
+        # The field at the top, where the eye starts: focused on Program (half-way down)
+        # the Enter meant to open the Kind list launched the job (issue 23 item 6).
+        self.query_one("#kind", Select).focus()
 
     def check_consume_key(self, key: str, character: str | None) -> bool:
         # Every printable key belongs to the form: Textual hands a letter typed on the
@@ -303,7 +308,7 @@ class LaunchScreen(Screen[str | None]):
         elif errors:
             status.update("Fix the fields marked in red.")
         elif not self.launching:
-            status.update("Ready: Enter or ctrl+r launches; Esc closes.")
+            status.update("Ready: ctrl+r launches (or Enter in a text field); Esc closes.")
         self.query_one("#launch-preview", Static).update(
             preview or "(the preview appears once the form is valid)"
         )
