@@ -18,8 +18,10 @@ from console import inventory as inventory_module
 from console.commands import launch_slurm
 from console.commands.job_options import naming_options, register_job_command, spec_from_args
 from console.jobs.models import JobPlan, RankLaunch
+from console.jobs.notify import masked, notify_line
 from console.jobs.paths import shell_join
 from console.jobs.plan.planner import plan as make_plan
+from console.jobs.plan.ray import dashboard_target
 from console.jobs.sync.push import scan_for_spec, spec_in_tree
 from console.jobs.sync.tree import SyncTree
 
@@ -81,6 +83,7 @@ def plan_to_dict(plan: JobPlan, tree: SyncTree | None = None) -> dict[str, Any]:
         "fail_fast": plan.fail_fast,
         "hang_timeout": plan.hang_timeout,
         "stop_on_hang": plan.stop_on_hang,
+        "notify": masked(plan.notify),
         "hosts": list(plan.hosts_involved),
         "job_dirs": dict(plan.job_dirs),
         "uploads": [dataclasses.asdict(u) for u in plan.uploads],
@@ -116,6 +119,9 @@ def format_plan(plan: JobPlan, tree: SyncTree | None = None) -> str:
     if plan.master_port is not None:
         lines.append(f"master: {plan.master_addr}:{plan.master_port}")
     lines.append(hang_line(plan))
+    notified = notify_line(plan)
+    if notified is not None:
+        lines.append(notified)
     lines += list(plan.notes)
     lines += [f"warning: {w}" for w in plan.warnings]
     for launch in plan.launches:
@@ -149,7 +155,32 @@ def run(args: argparse.Namespace) -> int:
         tree = scan_for_spec(spec)
         job_plan = make_plan(spec_in_tree(spec, tree), inv)
     if args.json:
-        print(json.dumps(plan_to_dict(job_plan, tree), indent=2))
+        print(json.dumps({**plan_to_dict(job_plan, tree), **forward_dict(job_plan)}, indent=2))
     else:
         print(format_plan(job_plan, tree))
+        offer = forward_line(job_plan, args.inventory)
+        if offer:
+            print(f"\n{offer}")
     return 0
+
+
+def forward_dict(plan: JobPlan) -> dict[str, Any]:
+    """``{"dashboard_forward": {host, dest_host, port}}`` for a Ray job, else nothing."""
+    target = dashboard_target(plan)
+    if target is None:
+        return {}
+    host, dest, port = target
+    return {"dashboard_forward": {"host": host, "dest_host": dest, "port": port}}
+
+
+def forward_line(plan: JobPlan, inventory_path: str) -> str | None:
+    """The command that puts a Ray job's dashboard on this machine (its own port here)."""
+    target = dashboard_target(plan)
+    if target is None:
+        return None
+    host, dest, port = target
+    where = f"{host}:{port}" if dest == "localhost" else f"{host}:{dest}:{port}"
+    return (
+        f"dashboard (listening on {host}): distconsole forward {shlex.quote(inventory_path)} "
+        f"{where} --local-port {port}  then open http://127.0.0.1:{port}/"
+    )

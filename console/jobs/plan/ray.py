@@ -30,6 +30,7 @@ link to it. Each node's ``raylet.out``/``raylet.err`` there are log files of the
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 
 from console.errors import JobSpecError
@@ -138,6 +139,25 @@ def dashboard_url(p: Placement) -> str:
     listen, port = dashboard(p)
     shown = p.first.address if listen in ("0.0.0.0", "::") else listen
     return f"http://{shown}:{port}"
+
+
+def dashboard_target(plan: JobPlan) -> tuple[str, str, int] | None:
+    """(head host, address to reach from the head, port) of a Ray job's dashboard, read
+    back from the head's ``ray start`` flags (written by :func:`start_argv`); None for
+    another kind. What ``plan`` and the jobs screen offer to forward."""
+    if plan.kind is not JobKind.RAY:
+        return None
+    head = next((la for la in plan.launches if la.role == DRIVER_ROLE), None)
+    if head is None:
+        return None
+    script = " ".join(head.argv)
+    port = re.search(r"--dashboard-port\s+'?(\d+)", script)
+    listen = re.search(r"--dashboard-host\s+'?([^\s']+)", script)
+    if port is None:
+        return None
+    address = listen.group(1) if listen else DEFAULT_DASHBOARD_HOST
+    reach = "localhost" if address in ("0.0.0.0", "::", DEFAULT_DASHBOARD_HOST) else address
+    return head.host, reach, int(port.group(1))
 
 
 def port_count(hosts: int) -> int:
