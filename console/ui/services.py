@@ -21,6 +21,7 @@ from console.ui.store import ClusterStore
 
 if TYPE_CHECKING:
     from console.probe.monitor import ClusterMonitor
+    from console.transport.forward import PortForwards
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class Services:
     connections: HostStatusSource | None = None
     monitor: ClusterMonitor | None = None
     jobs: JobsService | None = None
+    forwards: PortForwards | None = None  # local ports forwarded over the connections
     launch_draft: LaunchDraft | None = None  # written by the launch form as it changes
     # Where the screenshot command writes its SVGs (the directory the console runs in).
     screenshot_dir: Path = field(default_factory=Path.cwd)

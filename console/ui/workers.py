@@ -32,6 +32,15 @@ from console.ui.services import Services
 if TYPE_CHECKING:
     from console.jobs.slurm.queue import SlurmJobOnNode
     from console.probe.models import HostView
+    from console.transport.forward import PortForwards
+
+
+def port_forwards(connections: HostStatusSource) -> PortForwards | None:
+    """Forwards over the real pool's connections (none in views without them)."""
+    from console.transport.forward import PortForwards
+    from console.transport.pool import ClusterConnections
+
+    return PortForwards(connections) if isinstance(connections, ClusterConnections) else None
 
 
 class AppFeeds:
@@ -62,6 +71,7 @@ class AppFeeds:
         connections = factory(self._services.inventory)
         self._services.connections = connections
         await connections.start()
+        self._services.forwards = port_forwards(connections)
         self._app.run_worker(
             self._attach_jobs(connections), group="connections", exit_on_error=False
         )
@@ -159,6 +169,9 @@ class AppFeeds:
         """Close what the feeds opened, each within ``close_timeout_s``."""
         services = self._services
         timeout = services.settings.close_timeout_s
+        if services.forwards is not None:  # they close with the console
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(services.forwards.close_all(), timeout)
         if services.jobs is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(services.jobs.close(), timeout)

@@ -16,6 +16,12 @@ from textual.widgets import DataTable, Header, Static
 from console import display
 from console.inventory import Inventory
 from console.transport.base import HostState, HostStatus
+from console.ui.screens.forward import (
+    FORWARD_BINDING,
+    hidden_forwards_line,
+    open_forwards,
+    update_forwards_line,
+)
 from console.ui.services import Services
 from console.ui.widgets.host_table import HostTable
 from console.ui.widgets.keys_footer import KeysFooter
@@ -41,6 +47,7 @@ class HostsScreen(Screen[None]):
         Binding("enter", "detail", "Host detail", priority=True),
         Binding("r", "reconnect", "Reconnect"),
         Binding("R", "reconnect_all", "Reconnect all", key_display="R"),
+        FORWARD_BINDING,
     ]
 
     def __init__(self, services: Services) -> None:
@@ -56,6 +63,7 @@ class HostsScreen(Screen[None]):
         yield Static(self._summary(), id="hosts-summary", markup=False)
         yield HostTable(self.inventory.hosts, clock=self.services.clock, id="hosts-table")
         yield Static("", id="host-detail", markup=False)
+        yield hidden_forwards_line()
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -72,6 +80,7 @@ class HostsScreen(Screen[None]):
         self.table.refresh_ages()
         self.query_one("#hosts-summary", Static).update(self._summary())
         self._show_detail(self.table.selected_host)
+        update_forwards_line(self, self.services)
 
     @property
     def table(self) -> HostTable:
@@ -120,6 +129,11 @@ class HostsScreen(Screen[None]):
         from console.ui.screens.host_detail import HostDetailScreen
 
         self.app.push_screen(HostDetailScreen(host, self.services))
+
+    def action_forward(self) -> None:
+        """A port on the selected host, here (``screens/forward.py``)."""
+        name = self.table.selected_host
+        open_forwards(self, self.services, f"{name}:" if name else "")
 
     def action_reconnect(self) -> None:
         self._reconnect(self.table.selected_host)

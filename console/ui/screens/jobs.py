@@ -27,6 +27,13 @@ from console.ui.formatting import plain
 from console.ui.jobs_service import JobRow
 from console.ui.messages import OpenLogs
 from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
+from console.ui.screens.forward import (
+    FORWARD_BINDING,
+    hidden_forwards_line,
+    job_suggestion,
+    open_forwards,
+    update_forwards_line,
+)
 from console.ui.services import Services
 from console.ui.theming import state_colour
 from console.ui.widgets.keys_footer import KeysFooter
@@ -87,6 +94,7 @@ class JobsScreen(Screen[None]):
         Binding("s", "stop", "Stop job"),
         Binding("r", "report", "Report"),
         SHELL_BINDING,
+        FORWARD_BINDING,
         # Priority: otherwise the table's own Enter ("Select") is what the footer and
         # the help show, and nobody learns that Enter opens the logs.
         Binding("enter", "logs", "Logs", priority=True),
@@ -109,6 +117,7 @@ class JobsScreen(Screen[None]):
         table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row")
         yield table
         yield Static("", id="job-detail", markup=False)
+        yield hidden_forwards_line()
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -131,6 +140,7 @@ class JobsScreen(Screen[None]):
     def _tick(self) -> None:
         # Only running jobs' durations move; every other cell waits for an event.
         self.apply_rows([r for r in self.rows.values() if r.ended is None])
+        update_forwards_line(self, self.services)
 
     def _cells_of(self, row: JobRow, now: float) -> tuple[str | Text, ...]:
         colour = state_colour(self.app.current_theme, STATE_COLOURS[row.state])
@@ -294,6 +304,19 @@ class JobsScreen(Screen[None]):
             self.notify(f"No shell: {exc}", severity="error", timeout=15)
             return
         RankShell(self, self.services, self.shell_runner).choose(plan)
+
+    @work(group="forward", exclusive=True)
+    async def action_forward(self) -> None:
+        """A port of the selected job's hosts here: a Ray job's dashboard offered."""
+        suggestion = ""
+        job_id, jobs = self.selected_id, self.services.jobs
+        if job_id is not None and jobs is not None:
+            try:
+                suggestion = job_suggestion(await jobs.plan_of(job_id))
+            except ConsoleError:
+                row = self.rows.get(job_id)
+                suggestion = f"{row.hosts[0]}:" if row is not None and row.hosts else ""
+        open_forwards(self, self.services, suggestion)
 
     def on_data_table_row_selected(self, _event: DataTable.RowSelected) -> None:
         # Enter on the focused table selects its row (the table's own binding).
