@@ -158,6 +158,9 @@ def _signal_group(pid: int, sig: signal.Signals | None) -> None:
         os.killpg(pid, sig)
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
 class DemoServer(asyncssh.SSHServer):
     """Keeps track of a host's connections so stop_host can drop them."""
 
@@ -176,8 +179,10 @@ class DemoServer(asyncssh.SSHServer):
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
     ) -> bool:
-        # Lets a demo host act as a ProxyJump hop to the other demo hosts (and only them).
-        return dest_host in self.node.cluster.addresses
+        # Lets a demo host act as a ProxyJump hop to the other demo hosts, and forward
+        # to its own loopback (`distconsole forward`; the demo hosts share this
+        # machine's), as sshd allows by default; nowhere else.
+        return dest_host in self.node.cluster.addresses or dest_host in LOOPBACK_NAMES
 
 
 class HomeSFTPServer(asyncssh.SFTPServer):

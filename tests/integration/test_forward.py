@@ -138,3 +138,20 @@ async def _taken_port_forward(forwards: PortForwards) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         await forwards.open("node0", 22, local_port=taken.getsockname()[1])
+
+
+async def test_a_demo_host_forwards_to_its_loopback(tmp_path: Path) -> None:
+    from console.transport.demo import DemoCluster
+
+    async with DemoCluster(2) as cluster:
+        inventory = inventory_module.load(cluster.inventory_path)
+        remote = free_port()
+        async with ClusterConnections(inventory) as pool:
+            await pool.wait_settled()
+            server = await serve_on(pool, "node1", remote)
+            forwards = PortForwards(pool)
+            opened = await forwards.open("node1", remote)
+            body = await asyncio.to_thread(get, f"http://127.0.0.1:{opened.local_port}/who.txt")
+            assert body.strip() == "node1"
+            await forwards.close_all()
+            server.close()
