@@ -53,6 +53,8 @@ PROGRAM = "sampler"
 VERSION = 3  # of its records (1: no hello, a "v" in every line; 2: no "health")
 WARMUP_S = 0.1  # from the first line (no CPU % yet) to the second (with it)
 ONE_SHOT_BOUND_S = 5.0  # a one-shot line waits this long for a GPU reader, no longer
+# "0": no health reading (bench/sampler_health.py's "without"; the console never sets it).
+HEALTH_ON = os.environ.get("DISTCONSOLE_SAMPLER_HEALTH") != "0"
 
 
 class Health:
@@ -132,14 +134,14 @@ def main(argv: list[str]) -> int:
     # finding, reported on the next line; the stuck call is left alone, never waited on.
     bound = ONE_SHOT_BOUND_S if interval <= 0 else max(ANSWER_WITHIN_S, 3 * interval)
     guard = Bounded()
-    health = Health(None if mode == "simulated" else KernelXids(), bound)
+    health = Health(KernelXids() if HEALTH_ON and mode != "simulated" else None, bound)
     if mode == "simulated":
         sim, source = SimulatedGpus(seed, sim_count or 4), "simulated"
     else:
         try:
             done, nvml = guard.call(NvmlGpus, bound)
             source = "nvml"
-            if done:
+            if done and HEALTH_ON:
                 health.nvml_xids = _nvml_xids(nvml)
         except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, ...
             gpu_error = f"NVML unavailable ({type(exc).__name__}: {exc})"
@@ -147,11 +149,11 @@ def main(argv: list[str]) -> int:
 
         if source != "nvml" and shutil.which("nvidia-smi"):
             stream, source = NvsmiStream(interval), "nvidia-smi"
-            health.nvsmi = NvsmiHealth(bound=bound)
+            health.nvsmi = NvsmiHealth(bound=bound) if HEALTH_ON else None
             # A one-shot line is all there is: wait for nvidia-smi as long as a stream
             # would (a busy host's nvidia-smi can take seconds to start).
             stream.wait_first(ONE_SHOT_BOUND_S if interval <= 0 else min(5.0, interval * 3 + 1))
-            if interval <= 0:
+            if interval <= 0 and health.nvsmi is not None:
                 health.nvsmi.first.wait(bound + 1.0)
         elif source != "nvml":
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
@@ -190,7 +192,7 @@ def main(argv: list[str]) -> int:
                     pids.append(int(cell))
             gpu_error = error or apps_error
         line["gpu_error"] = gpu_error
-        if sim is None:
+        if sim is None and HEALTH_ON:
             line["health"] = health.line(source)
             line["procs"] = owners.get(pids)
         if not write_line(line):
@@ -224,7 +226,7 @@ def _nvml_line(
     line: dict[str, object], pids: list[int], nvml: Any, guard: Bounded, health: Health
 ) -> str | None:
     """Reads NVML within the bound into ``line`` (and ``pids``); its gpu_error."""
-    due = health.nvml_due()
+    due = HEALTH_ON and health.nvml_due()
 
     def read() -> tuple[tuple[list[dict[str, object]], list[int]], Any]:
         return nvml.sample(), nvml_health(nvml.nv, nvml.count) if due else None
