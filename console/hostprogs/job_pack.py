@@ -41,26 +41,39 @@ def priority(relpath: str) -> int:
     return len(FIRST)
 
 
-# A Ray job's ``ray-tmp`` links to its Ray temp dir (/tmp/dcray-...); links are not
-# followed, but the raylet's own logs are packed through it (not the whole temp dir).
-RAY_LOGS = ("ray-tmp", "session_latest", "logs", "raylet.")
+# A Ray job's ``ray-tmp`` links to its node's Ray temp dir (/tmp/dcray-...); links are
+# not followed, but the node's Ray logs are packed through it (not the sockets, the
+# runtime resources nor the metrics): its raylet's, and on the head the GCS server's,
+# the dashboard's and the autoscaler monitor's; the workers' output on every node.
+# After the job's own files: when the host's limit is reached, Ray's go first.
+RAY_LOGS = ("ray-tmp", "session_latest", "logs")
+RAY_FIRST = ("raylet.", "gcs_server.", "monitor.", "worker-", "dashboard.")
 
 
 def ray_logs(job_dir: str) -> list[str]:
-    logs = os.path.join(job_dir, *RAY_LOGS[:-1])
-    try:
-        names = sorted(os.listdir(logs))
-    except OSError:
+    top = os.path.join(job_dir, *RAY_LOGS)
+    if not os.path.isdir(top):
         return []
     found = []
-    for name in names:
-        if name.startswith(RAY_LOGS[-1]) and os.path.isfile(os.path.join(logs, name)):
-            found.append("/".join((*RAY_LOGS[:-1], name)))
+    for root, dirs, names in os.walk(top):  # os.walk follows no link below the top
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            if not os.path.islink(path) and os.path.isfile(path):
+                found.append("/".join((*RAY_LOGS, os.path.relpath(path, top))))
     return found
 
 
+def ray_priority(relpath: str) -> int:
+    name = relpath[len("/".join(RAY_LOGS)) + 1 :]
+    for index, mark in enumerate(RAY_FIRST):
+        if name.startswith(mark):
+            return index
+    return len(RAY_FIRST)
+
+
 def files_of(job_dir: str) -> list[str]:
-    found = ray_logs(job_dir)
+    found = []
     for root, dirs, names in os.walk(job_dir):
         dirs.sort()
         for name in names:
@@ -69,7 +82,8 @@ def files_of(job_dir: str) -> list[str]:
             if name.endswith(NEVER) or os.path.islink(path) or not os.path.isfile(path):
                 continue
             found.append(relpath)
-    return sorted(found, key=lambda r: (priority(r), r))
+    ordered = sorted(found, key=lambda r: (priority(r), r))
+    return ordered + sorted(ray_logs(job_dir), key=lambda r: (ray_priority(r), r))
 
 
 def add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:

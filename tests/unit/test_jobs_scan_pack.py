@@ -102,17 +102,22 @@ def test_the_stuck_rank_is_the_stopped_one_else_the_oldest_progress() -> None:
     assert stuck_rank({}) is None
 
 
-async def test_pack_follows_ray_tmp_for_the_raylet_logs_only(tmp_path: Path) -> None:
+async def test_pack_follows_ray_tmp_for_the_ray_logs_only(tmp_path: Path) -> None:
     """A Ray job's ``ray-tmp`` link (to its /tmp/dcray-... dir) is not walked, but the
-    raylet's logs behind it are packed, bounded like any log."""
+    node's Ray logs behind it are packed (the head's GCS server's too: issue 23 item 11),
+    bounded like any log and after the job's own files; its sockets are not."""
     job = make_job(tmp_path / "work", "r-20260101-000000-rrrrrr")
     ray_tmp = tmp_path / "dcray-abc" / "t"
     session = ray_tmp / "session_2026-01-01_00-00-00_000000_1"
-    (session / "logs").mkdir(parents=True)
+    (session / "logs" / "events").mkdir(parents=True)
     (ray_tmp / "session_latest").symlink_to(session)
     (session / "logs" / "raylet.out").write_text("".join(f"raylet {i}\n" for i in range(500)))
     (session / "logs" / "raylet.err").write_text("raylet error\n")
-    (session / "logs" / "gcs_server.out").write_text("not packed\n")
+    (session / "logs" / "gcs_server.out").write_text("gcs\n")
+    (session / "logs" / "worker-ab-01-7.out").write_text("task line\n")
+    (session / "logs" / "events" / "event_GCS.log").write_text("{}\n")
+    (session / "logs" / "linked.log").symlink_to(tmp_path / "elsewhere.log")
+    (tmp_path / "elsewhere.log").write_text("not packed\n")
     (session / "sockets").mkdir()
     (session / "sockets" / "raylet").write_text("not packed\n")
     (job / "ray-tmp").symlink_to(ray_tmp)
@@ -120,8 +125,15 @@ async def test_pack_follows_ray_tmp_for_the_raylet_logs_only(tmp_path: Path) -> 
     bundle = await fetch_host(LocalConnection(host), str(job), file_max=1000, total_max=1 << 20)
     assert bundle.error is None
     logs = "ray-tmp/session_latest/logs/"
-    ray_files = sorted(f for f in bundle.files if f.startswith("ray-tmp/"))
-    assert ray_files == [f"{logs}raylet.err", f"{logs}raylet.out"]
+    ray_files = [f for f in bundle.files if f.startswith("ray-tmp/")]
+    assert ray_files == [
+        f"{logs}raylet.err",
+        f"{logs}raylet.out",
+        f"{logs}gcs_server.out",
+        f"{logs}worker-ab-01-7.out",
+        f"{logs}events/event_GCS.log",
+    ]
+    assert list(bundle.files)[-len(ray_files) :] == ray_files  # after the job's own
     assert bundle.text(f"{logs}raylet.err") == "raylet error\n"
     assert bundle.files[f"{logs}raylet.out"].endswith(b"raylet 499\n")
     assert len(bundle.files[f"{logs}raylet.out"]) == 1000

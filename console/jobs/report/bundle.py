@@ -32,6 +32,7 @@ from typing import Any
 from console.errors import HostProgramError, JobError, TransportError
 from console.hostprogs import job_pack
 from console.jobs.history import JobRecord, plan_to_json
+from console.jobs.notify import masked
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.discover import failure_text
 from console.jobs.ssh.control import Connections
@@ -225,6 +226,33 @@ def process_lines(bundles: Sequence[HostBundle]) -> list[str]:
     return lines
 
 
+def ray_lines(bundles: Sequence[HostBundle]) -> list[str]:
+    """A Ray job's nodes: the head (``ray start --head``, run inside the driver's script,
+    so no process of its own: its output is ``raynode-0.out/.err``, with no ``.sh``) and
+    each node's Ray logs (``job_pack``: the GCS server's, dashboard's and monitor's on
+    the head, the raylet's and the workers' on every node)."""
+    prefix = "/".join(job_pack.RAY_LOGS) + "/"
+    lines = []
+    for bundle in bundles:
+        names = {n.rsplit(".", 1)[0] for n in bundle.files if "/" not in n}
+        drivers = sorted(n for n in names if n.startswith("driver-") and f"{n}.sh" in bundle.files)
+        for name in sorted(n for n in names if n.startswith("raynode-")):
+            if f"{name}.out" in bundle.files and f"{name}.sh" not in bundle.files:
+                runner = drivers[0] if drivers else "the driver"
+                lines.append(
+                    f"  {bundle.host} {name} (Ray head, run in {runner}'s script): "
+                    f"its output {name}.out/.err"
+                )
+        ray = [n[len(prefix) :] for n in bundle.files if n.startswith(prefix)]
+        if ray:
+            workers = sum(1 for n in ray if n.startswith("worker-"))
+            lines.append(
+                f"  {bundle.host} Ray's logs: hosts/{bundle.host}/{prefix} "
+                f"({len(ray)} files, {workers} of them the workers' output)"
+            )
+    return lines
+
+
 def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
     by_host = {b.host: b for b in bundles}
     leader = record.hosts[0] if record.hosts else None
@@ -253,7 +281,7 @@ def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
         if stack:
             lines.append(f"  top of its stack (hosts/{host}/hang/{name}.stack.txt):")
             lines += ["    " + line for line in stack[:STACK_LINES]]
-    processes = process_lines(bundles)
+    processes = process_lines(bundles) + ray_lines(bundles)
     if processes:
         lines.append("processes:")
         lines += processes
@@ -318,7 +346,9 @@ def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) ->
     """The bundle under ``out``, private (700/600): it holds the job's env and logs."""
     private_dir(out)
     write_private(out / "summary.txt", compose_summary(record, bundles))
-    write_private(out / "plan.json", json.dumps(json.loads(plan_to_json(record.plan)), indent=2))
+    plan_data = json.loads(plan_to_json(record.plan))
+    plan_data["notify"] = masked(record.plan.notify)  # webhook URLs are secrets
+    write_private(out / "plan.json", json.dumps(plan_data, indent=2))
     write_private(out / "timeline.txt", timeline_text(timeline(bundles)))
     for bundle in bundles:
         base = private_dir(out / "hosts") / bundle.host
