@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 PROGRAM = "preflight"
-VERSION = 2  # of its report (2: ssh to the job's peers, the interface's state)
+VERSION = 3  # of its report (2: ssh to the job's peers, the interface's state; 3: ports)
 SSH_TIMEOUT_S = 10
 IFF_UP = 0x1
 SIOCGIFADDR = 0x8915
@@ -35,16 +35,17 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def port_state(port: int) -> tuple[bool, str]:
+def port_state(port: int) -> str:
+    """Empty when ``port`` can be bound on every address here, else why not."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     # Servers (torch's TCPStore among them) set SO_REUSEADDR; match them so a socket
     # lingering in TIME_WAIT does not count as "in use".
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("", port))
-        return True, ""
+        return ""
     except OSError as exc:
-        return False, exc.strerror or str(exc)
+        return exc.strerror or str(exc) or "bind failed"
     finally:
         sock.close()
 
@@ -176,8 +177,8 @@ def main() -> None:
         out["interface_state"] = interface_state(str(args["interface"]))
     if args.get("ssh_peers"):
         out["ssh"] = ssh_state([str(p) for p in args["ssh_peers"]])
-    if args.get("port"):
-        out["port_free"], out["port_error"] = port_state(int(args["port"]))
+    if args.get("ports"):
+        out["ports"] = {str(port): port_state(int(port)) for port in args["ports"]}
     out.update(gpu_state())
     sys.stdout.write(json.dumps(out) + "\n")
 

@@ -36,13 +36,13 @@ def test_check_hello_says_what_is_wrong() -> None:
 
 async def test_preflight_probe_runs_after_a_commented_setup_and_decodes() -> None:
     host = Host(name="p1", address="local", setup=f"{VENV_SETUP}  # the job's venv")
-    request = HostRequest(host, port=None, programs=("bash", "no-such-program-x"))
+    request = HostRequest(host, programs=("bash", "no-such-program-x"))
     probe = await probe_host(LocalConnection(host), request, ["pytest", "no-such-package-x"])
     assert probe.executable and probe.executable.startswith("/opt/distconsole-test/venv/")
     assert probe.packages["pytest"] and probe.packages["no-such-package-x"] is None
     assert probe.programs["bash"] and probe.programs["no-such-program-x"] is None
     assert probe.python == ".".join(str(v) for v in sys.version_info[:3])
-    assert probe.port_free is None and isinstance(probe.interfaces, tuple)
+    assert probe.ports == {} and isinstance(probe.interfaces, tuple)
     assert probe.to_json()["packages"]["pytest"] == probe.packages["pytest"]
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from console.inventory import Host
+from console.jobs.plan.ports import ListenPort
 from console.jobs.preflight.probe_report import HostProbe
 
 Severity = Literal["error", "warning"]
@@ -36,7 +37,8 @@ class HostRequest:
     """What one host must offer for the job."""
 
     host: Host
-    port: int | None = None  # must be free (the master host only)
+    # Must be free: every port the job's processes listen on there (jobs/plan/ports.py).
+    ports: tuple[ListenPort, ...] = ()
     interface: str | None = None
     programs: tuple[str, ...] = ()
     gpus: int = 0  # GPUs (slots) the job puts there; 0: not checked
@@ -54,16 +56,17 @@ class HostRequest:
 def judge_host(req: HostRequest, probe: HostProbe, required: Sequence[str]) -> list[Finding]:
     name = req.host.name
     found: list[Finding] = []
-    if req.port is not None and probe.port_free is False:
-        found.append(
-            Finding(
-                "port",
-                "error",
-                f"master port {req.port} is in use ({probe.port_error or 'bind failed'}); "
-                "choose another with --master-port (or leave it out to get a free one)",
-                name,
+    for wanted in req.ports:
+        taken = probe.ports.get(wanted.port)
+        if taken:  # "" is free; a port the probe did not report is not judged
+            found.append(
+                Finding(
+                    "port",
+                    "error",
+                    f"{wanted.what} {wanted.port} is in use ({taken}); {wanted.hint}",
+                    name,
+                )
             )
-        )
     found += _judge_interface(req, probe)
     found += _judge_ssh(req, probe)
     for program, path in probe.programs.items():

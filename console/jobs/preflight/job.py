@@ -16,6 +16,7 @@ from console.inventory import Inventory
 from console.jobs.models import JobKind, JobPlan, RankLaunch
 from console.jobs.plan.mpi_ranks import ssh_name
 from console.jobs.plan.placement import Placement, place
+from console.jobs.plan.ports import ListenPort, listen_ports
 from console.jobs.preflight.probe import HostRequest, PreflightReport, run_preflight
 from console.jobs.spec import JobSpec
 
@@ -53,6 +54,7 @@ async def preflight_job(
             rank_cwds={ph.name: ph.cwd for ph in placement.hosts},
             ssh_peers=launcher_peers(placement),
             keys_hint=keys_hint(inventory, placement),
+            ports=listen_ports(placement),
         ),
         packages=packages,
         required=REQUIRED.get(plan.kind, ()),
@@ -86,12 +88,15 @@ def plan_requests(
     rank_cwds: Mapping[str, str] | None = None,
     ssh_peers: Sequence[str] = (),
     keys_hint: str = "distconsole keys HOSTS",
+    ports: Mapping[str, tuple[ListenPort, ...]] | None = None,
 ) -> list[HostRequest]:
     """What each host of ``plan`` must offer; ``slots`` are ranks per host (GPUs);
     ``program`` is the user's own program (None for a bundled example); ``rank_cwds``
     the working directory of the ranks an MPI launcher starts on each host;
-    ``ssh_peers`` what the launcher (the first process's host) must reach by ssh."""
+    ``ssh_peers`` what the launcher (the first process's host) must reach by ssh;
+    ``ports`` what each host's processes listen on (``plan.ports.listen_ports``)."""
     master = plan.launches[0].host if plan.launches else None
+    ports = ports or {}
     hosts = list(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
     # mpirun/horovodrun ranks enter their own host's working directory (mpi_ranks.py).
     launcher_cwd = plan.launches[0].cwd if plan.launches else ""
@@ -112,7 +117,7 @@ def plan_requests(
         requests.append(
             HostRequest(
                 host=host,
-                port=plan.master_port if name == master and plan.kind is JobKind.DDP else None,
+                ports=ports.get(name, ()),
                 interface=interface or host.interface,
                 programs=tuple(programs),
                 gpus=gpus,

@@ -1,13 +1,14 @@
 """Pre-flight: what would make a launch fail on its hosts, found before anything starts.
 
-Checks (one probe per host, all hosts at once): the master port is free on the master
-host, the network interface exists, is up and has an address on every host, the MPI
-launcher host reaches every host of the job by ssh as mpirun/horovodrun will, the
-launcher programs and the job's own program and working directory are found, mpirun
-is not refused for running as root, the requested GPUs are present, GPUs already busy
-with other processes (warning), and the same Python / torch (/ horovod) versions on
-every host. ``errors`` stop a launch (unless overridden with ``--skip-preflight``);
-``warnings`` are shown and let it go.
+Checks (one probe per host, all hosts at once): every port the job's processes listen on
+is free on the host that binds it (the master port on the master host; each PS task's
+port on its host; the Ray head's and each Ray node's ports), the network interface
+exists, is up and has an address on every host, the MPI launcher host reaches every host
+of the job by ssh as mpirun/horovodrun will, the launcher programs and the job's own
+program and working directory are found, mpirun is not refused for running as root, the
+requested GPUs are present, GPUs already busy with other processes (warning), and the
+same Python / torch (/ horovod) versions on every host. ``errors`` stop a launch (unless
+overridden with ``--skip-preflight``); ``warnings`` are shown and let it go.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from console.errors import PreflightError, TransportError
 from console.hostprogs import preflight_probe
 from console.inventory import Host
+from console.jobs.plan.ports import MASTER_PORT_HINT, ListenPort
 from console.jobs.preflight.checks import Finding, HostRequest, compare_versions, judge_host
 from console.jobs.preflight.probe_report import HostProbe, parse_probe
 from console.transport.base import HostConnection
@@ -87,7 +89,7 @@ async def probe_host(
     conn: HostConnection, request: HostRequest, packages: Sequence[str]
 ) -> HostProbe:
     args = {
-        "port": request.port,
+        "ports": [wanted.port for wanted in request.ports],
         "programs": list(request.programs),
         "packages": list(packages),
         "files": [list(pair) for pair in request.files],
@@ -152,8 +154,8 @@ async def run_preflight(
         findings += judge_host(req, outcome, required)
     findings += compare_versions(probes, packages)
     checked = ["hosts", "versions", "gpus"]
-    if any(r.port for r in requests):
-        checked.insert(1, "master port")
+    if any(r.ports for r in requests):
+        checked.insert(1, "ports")
     if any(r.interface for r in requests):
         checked.insert(1, "interface")
     if any(r.programs for r in requests):
@@ -174,7 +176,11 @@ async def preflight_hosts(
     requests = [
         HostRequest(
             host=h,
-            port=master_port if i == 0 else None,
+            ports=(
+                (ListenPort(master_port, "master port", MASTER_PORT_HINT),)
+                if i == 0 and master_port is not None
+                else ()
+            ),
             interface=interface or h.interface,
             gpus=h.gpus if isinstance(h.gpus, int) else 0,
         )

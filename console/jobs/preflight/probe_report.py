@@ -50,8 +50,7 @@ class HostProbe:
     cwd_ok: Mapping[str, bool]
     files_ok: tuple[bool, ...]  # one per (cwd, path) asked about, in order
     uid: int | None  # the effective user id jobs run as (0: root)
-    port_free: bool | None  # None: no port was asked about
-    port_error: str | None
+    ports: Mapping[int, str]  # port asked about -> "" when free, else why it is not
     gpus: int | None  # None: nvidia-smi missing or failed to run
     gpu_processes: tuple[GpuUse, ...]
     gpu_error: str
@@ -67,7 +66,6 @@ def _str(value: Any) -> str | None:
 
 
 def host_probe(raw: Mapping[str, Any]) -> HostProbe:
-    port_free = raw.get("port_free")
     gpus = raw.get("gpus")
     return HostProbe(
         python=_str(raw.get("python")),
@@ -79,8 +77,7 @@ def host_probe(raw: Mapping[str, Any]) -> HostProbe:
         cwd_ok={str(k): bool(v) for k, v in (raw.get("cwd_ok") or {}).items()},
         files_ok=tuple(bool(v) for v in raw.get("files_ok") or ()),
         uid=raw.get("uid") if isinstance(raw.get("uid"), int) else None,
-        port_free=port_free if isinstance(port_free, bool) else None,
-        port_error=_str(raw.get("port_error")) or None,
+        ports={int(k): str(v or "") for k, v in (raw.get("ports") or {}).items()},
         gpus=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) else None,
         gpu_processes=tuple(
             GpuUse(str(p["gpu"]), int(p["pid"]), str(p["name"]), str(p["used_mib"]))
