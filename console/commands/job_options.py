@@ -99,6 +99,42 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="stop a hung job after its capture (it ends failed, cause hung)",
     )
+    parser.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="POST the job's events as JSON (a Slack-style 'text' line plus job, event, "
+        "state, reason, host) to this webhook, from the leader host, with no console "
+        "open; repeatable (default: the leader host's notify from the inventory)",
+    )
+    parser.add_argument(
+        "--notify-command",
+        metavar="CMD",
+        help="run CMD on the leader host for each event, with DISTCONSOLE_JOB, _EVENT, "
+        "_STATE, _REASON, _HOST and _TEXT set (e.g. apprise, mail or curl there)",
+    )
+    parser.add_argument(
+        "--notify-on",
+        metavar="EVENTS",
+        help="which events notify, comma-separated: failed, hung, succeeded, stopped, "
+        "restarted, drained (default failed,hung,succeeded)",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        metavar="N",
+        help="restart a failed job up to N times through its engine: ddp torchrun's "
+        "restarts (c10d rendezvous), mpi/horovod mpirun re-run by the launcher host's "
+        "supervisor, ps a failed worker restarted in place; each restarted process gets "
+        "DISTCONSOLE_RESTART_COUNT (default: the leader host's max_restarts, else 0)",
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        metavar="DIR",
+        help="DISTCONSOLE_CHECKPOINT_DIR for every process, e.g. on shared storage "
+        "(default: checkpoints/ in the job's directory on each host, kept over restarts)",
+    )
 
 
 def cli_error(exc: JobSpecError) -> JobSpecError:
@@ -152,7 +188,11 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "ray_object_store": args.ray_object_store,
         "ray_dashboard_host": args.ray_dashboard_host,
         "ray_dashboard_port": args.ray_dashboard_port,
+        "notify_command": getattr(args, "notify_command", None),
+        "notify_on": getattr(args, "notify_on", None),
     }
+    if getattr(args, "notify", None):
+        fields["notify"] = tuple(args.notify)
     fields.update({k: v for k, v in optional.items() if v is not None})
     with naming_options():
         fields["env"] = parse_env(args.env)

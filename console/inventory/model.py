@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -68,6 +69,9 @@ class Host(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     interface: str | None = None
     gpus: int | Literal["auto"] = "auto"
+    # Webhooks a job whose leader is this host notifies when it names none (--notify);
+    # usually set once in ``defaults``. Secrets: errors never echo them.
+    notify: tuple[str, ...] = ()
     tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"
@@ -172,6 +176,21 @@ class Host(BaseModel):
         if "\n" in value.strip() or "\0" in value:
             raise ValueError("must be one line (join several commands with &&)")
         return value.strip() or None
+
+    @field_validator("notify", mode="before")
+    @classmethod
+    def _notify(cls, value: object) -> object:
+        urls = (value,) if isinstance(value, str) else value
+        if not isinstance(urls, list | tuple):
+            return value
+        for url in urls:
+            parts = urllib.parse.urlsplit(str(url).strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f"{parts.scheme or '?'}://{parts.hostname or '?'}/...: a webhook URL starts "
+                    "with https:// (or http://) and names a host"
+                )
+        return tuple(str(url).strip() for url in urls)
 
     @field_validator("identity_file", "known_hosts")
     @classmethod

@@ -20,7 +20,15 @@ from typing import Any
 import platformdirs
 
 from console.errors import JobError
-from console.jobs.models import JobKind, JobPlan, JobState, LogFile, RankLaunch, Upload
+from console.jobs.models import (
+    JobKind,
+    JobPlan,
+    JobState,
+    LogFile,
+    Notify,
+    RankLaunch,
+    Upload,
+)
 from console.jobs.private import private_dir, private_file
 
 DATA_DIR_ENV = "DISTCONSOLE_DATA_DIR"
@@ -99,6 +107,13 @@ def plan_from_json(text: str) -> JobPlan:
         fail_fast=bool(data.get("fail_fast", True)),
         hang_timeout=data.get("hang_timeout"),  # absent: a job from before hang detection
         stop_on_hang=bool(data.get("stop_on_hang", False)),
+        notify=Notify(
+            urls=tuple(data["notify"].get("urls") or ()),
+            command=data["notify"].get("command"),
+            on=tuple(data["notify"].get("on") or ()),
+        )
+        if isinstance(data.get("notify"), dict)
+        else None,
     )
 
 

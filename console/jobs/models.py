@@ -89,6 +89,15 @@ class Upload:
 
 
 @dataclass(frozen=True, slots=True)
+class Notify:
+    """Where the leader's supervisor tells a person about the job (jobs/notify.py)."""
+
+    urls: tuple[str, ...] = ()  # webhooks (secrets: shown masked)
+    command: str | None = None  # run on the leader host with DISTCONSOLE_* variables
+    on: tuple[str, ...] = ()  # events: failed, hung, succeeded, stopped, ...
+
+
+@dataclass(frozen=True, slots=True)
 class JobPlan:
     job_id: str
     name: str
@@ -108,5 +117,6 @@ class JobPlan:
     # Hang detection by the host supervisors (from the spec; None: off).
     hang_timeout: float | None = None
     stop_on_hang: bool = False
+    notify: Notify | None = None
     # Facts worth a line in `plan`/`launch` that are no problem (the --net preset's env).
     notes: tuple[str, ...] = ()

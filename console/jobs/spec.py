@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from console.errors import JobSpecError
+from console.jobs.notify import NOTIFY_DEFAULT_ON, NotifyChecks
 from console.jobs.models import JobKind
 from console.jobs.plan.netpresets import NetPreset
 from console.jobs.spec_options import (
@@ -76,10 +77,13 @@ CLI_OPTION: dict[str, str] = {
     "ray_object_store": "--ray-object-store",
     "ray_dashboard_host": "--ray-dashboard-host",
     "ray_dashboard_port": "--ray-dashboard-port",
+    "notify": "--notify",
+    "notify_command": "--notify-command",
+    "notify_on": "--notify-on",
 }
 
 
-class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, BaseModel):
+class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, BaseModel):
     """One job as the user described it (before it is placed on hosts)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -117,6 +121,11 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, BaseModel):
     ray_object_store: int | None = None
     ray_dashboard_host: str | None = None
     ray_dashboard_port: int | None = None
+    # Telling a person (console/jobs/notify.py): webhooks, a command on the leader host,
+    # and the events that reach them.
+    notify: tuple[str, ...] = ()
+    notify_command: str | None = None
+    notify_on: tuple[str, ...] = NOTIFY_DEFAULT_ON
 
     @field_validator("program")
     @classmethod

@@ -35,6 +35,10 @@ import sys
 import time
 from typing import Any
 
+# After its last write, the leader waits this long at most for notifications under way
+# (a webhook's retries with backoff) before it exits.
+NOTIFY_DRAIN_S = 60.0
+
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.jobctl.common import (
         PRIVATE_UMASK,
@@ -55,6 +59,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
         SvLocal,
         sv_path,
     )
+    from console.hostprogs.supervisor.notify import SvNotifier, failure_reason
     from console.hostprogs.supervisor.peers import SvPeer, SvPeers
     from console.hostprogs.supervisor.policy import JobPolicy, PolicyProcess, ProcessEnded
     from console.hostprogs.supervisor.wire import WireGuard
@@ -122,6 +127,9 @@ class Supervisor(SvHangWatch, SvPeers):
         self.unsupervised: dict[str, dict[str, Any]] = {}
         self.last_connect = 0.0
         self.last_gpu = 0.0
+        # Only the leader tells a person (one notification per event, not one per host).
+        self.notifier = SvNotifier(cfg if self.is_leader else {}, job_dir, self.event)
+        self.hang_told = False
 
     # -- records -------------------------------------------------------------------------
 
@@ -199,6 +207,7 @@ class Supervisor(SvHangWatch, SvPeers):
         while not self.done:
             self.step()
         self.write(force=True)
+        self.notifier.drain(NOTIFY_DRAIN_S)
 
     def listen(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -232,6 +241,10 @@ class Supervisor(SvHangWatch, SvPeers):
             self.check_silence()
             self.check_hang()
             self.gpu_sample()
+            if self.hang is not None and not self.hang_told:
+                self.hang_told = True
+                idle = float(self.hang.get("idle_s") or 0)
+                self.notifier.notify("hung", "hung", f"no progress for {idle:.0f} s", self.host)
         self.maybe_finish()
         self.write()
 
@@ -301,6 +314,9 @@ class Supervisor(SvHangWatch, SvPeers):
             if self.ended_at is None:
                 self.ended_at = time.time()
                 self.event("final", state=self.policy.verdict, first_failure=self.first_failure())
+                reason, where = failure_reason(self.first_failure())
+                final = str(self.policy.verdict)
+                self.notifier.notify(final, final, reason, where)
                 self.broadcast(
                     {
                         "type": "final",

@@ -26,6 +26,7 @@ PARTS = (
     "supervisor/local.py",
     "supervisor/peers.py",
     "supervisor/hang.py",
+    "supervisor/notify.py",
     "supervisor/program.py",
 )
 _ENTRY = "supervisor/program.py"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from console.errors import JobSpecError
 from console.inventory import Inventory
 from console.jobs import paths
+from console.jobs.notify import plan_notify
 from console.jobs.models import JobKind, JobPlan
 from console.jobs.plan.ddp import plan_ddp
 from console.jobs.plan.mpi import plan_mpi
@@ -45,6 +46,11 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
     planned = PLANNERS[spec.kind](placement)
     if placement.notes:
         planned = dataclasses.replace(planned, notes=planned.notes + placement.notes)
+    names = {h.name: h for h in inventory.hosts}
+    leader = names.get(planned.launches[0].host) if planned.launches else None
+    notify = plan_notify(spec.notify, spec.notify_command, spec.notify_on, leader)
+    if notify is not None:
+        planned = dataclasses.replace(planned, notify=notify)
     if spec.hang_timeout is None:
         return planned
     hook = hang_hook_uploads(planned.job_dirs, (launch.host for launch in planned.launches))

@@ -8,6 +8,7 @@ console only reads its verdict, or applies the same policy when no supervisor wa
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,6 +85,8 @@ def supervisor_spec(
         "poll_s": POLL_S,
         "hang_timeout": plan.hang_timeout,
         "stop_on_hang": plan.stop_on_hang,
+        "name": plan.name,
+        "notify": dataclasses.asdict(plan.notify) if plan.notify is not None else None,
         "processes": processes,
     }
     return {"config": config, "secret": secret, "source": supervisor_source()}
