@@ -25,6 +25,7 @@ from console.commands.job_options import naming_options, register_job_command, s
 from console.errors import ConsoleError, UsageError
 from console.export import job_shape, kubeflow, kubeflow_export, sbatch, sbatch_export, to_yaml
 from console.export.kubeflow import APIS
+from console.jobs.private import write_private
 
 TARGETS = ("kubeflow", "sbatch")
 
@@ -135,9 +136,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / file_name
-        path.write_text(text)
+        # It holds the job's environment (--env tokens too): its owner's alone.
+        write_private(path, text)
         if file_name.endswith(".sbatch"):
-            os.chmod(path, 0o755)
+            os.chmod(path, 0o700)
     except OSError as exc:
         raise ConsoleError(f"--out: cannot write {args.out}: {exc.strerror or exc}") from None
     print(path)

@@ -98,13 +98,14 @@ def tighten(path: str) -> None:
 
 def private_job_dir(job_dir: str) -> None:
     """The job directory and the jobs folder that holds it made private (700), and what
-    the job directory holds (the next time distconsole touches a job written before)."""
+    the job directory holds (the next time distconsole touches a job written before).
+    A jobs folder others may write in (a team's shared work_dir) is left as it is."""
     if not os.path.isdir(job_dir):
         return
     parent = os.path.dirname(os.path.normpath(job_dir))
     with contextlib.suppress(OSError):
         st = os.stat(parent)
-        if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077 and not st.st_mode & 0o022:
             os.chmod(parent, stat.S_IMODE(st.st_mode) & 0o7700)
     tighten(job_dir)
 
