@@ -323,7 +323,7 @@ class DistConsoleApp(App[int]):
         self.notify(f"Theme: {name}", timeout=2)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from palette_commands(self)
+        yield from palette_commands(self, screen)
         # Textual's own screenshot (to a downloads folder, silently) is replaced by ours;
         # its "Keys" panel lists Textual's bindings, not this app's (that is `?`).
         for command in super().get_system_commands(screen):

@@ -39,7 +39,15 @@ class PaletteApp(Protocol):
     def call_after_refresh(self, callback: Callable[..., Any], *args: Any) -> bool: ...
 
 
-def palette_commands(app: PaletteApp) -> Iterator[SystemCommand]:
+def palette_commands(app: PaletteApp, screen: object = None) -> Iterator[SystemCommand]:
+    """``screen``: the one the palette was opened over (its own commands come first)."""
+    curves = getattr(screen, "action_curves", None)  # the logs screen's
+    if callable(curves):
+        yield SystemCommand(
+            "Training curves",
+            "Logs screen: loss and steps/s per rank over steps, min/median/max past 16 (c)",
+            curves,
+        )
     yield SystemCommand("Hosts", "Show every host and its connection state", app.action_show_hosts)
     yield SystemCommand("GPUs", "Show every GPU of every host, live", app.action_show_gpus)
     yield SystemCommand("Jobs", "Show every job: state, hosts, ranks", app.action_show_jobs)

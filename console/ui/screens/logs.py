@@ -31,6 +31,7 @@ from console.ui.inbox import Inbox
 from console.ui.log_render import plain_lines, prefix_width, render_lines
 from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.screens.choose_ranks import ChooseRanks
+from console.ui.screens.curves import CURVES_BINDING, CurvesScreen
 from console.ui.screens.logs_panels import LogsPanels
 from console.ui.screens.logs_ticks import HeldLines
 from console.ui.services import Services
@@ -67,6 +68,7 @@ class LogsScreen(Screen[None]):
         Binding("e", "first_error", "First error"),
         Binding("r", "ranks", "Ranks"),
         Binding("m", "filter_mode", "Matching only"),
+        CURVES_BINDING,
         Binding("ctrl+s", "save", "Save"),
         SHELL_BINDING,
     ]
@@ -303,6 +305,14 @@ class LogsScreen(Screen[None]):
     def action_jobs(self) -> None:
         # A distinct action from q's: the footer shows one key per action.
         self.dismiss(None)
+
+    def action_curves(self) -> None:
+        """Loss and steps/s per rank over steps (``screens/curves.py``)."""
+        record = self.panels.refresh_steps  # records the newest points first
+        refresh = self.services.settings.refresh_s
+        self.app.push_screen(
+            CurvesScreen(self.plan.job_id, self.panels.curves, refresh, before=record)
+        )
 
     def action_steps_table(self) -> None:
         table = self.query_one("#steps-table", StepsTable)

@@ -11,6 +11,7 @@ from textual.widget import Widget
 
 from console.jobs.models import JobPlan
 from console.logs.buffer import LogStore
+from console.logs.curves import CurveStore
 from console.logs.models import RankKey
 from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
@@ -44,6 +45,7 @@ class LogsPanels:
     def __init__(self, screen: LogsState) -> None:
         self.screen = screen
         self.steps = StepTracker()
+        self.curves = CurveStore()  # the curves screen's points (``c``)
         self.progress: JobProgress | None = None
         self.stalled: dict[RankKey, Stall] = {}
 
@@ -51,6 +53,7 @@ class LogsPanels:
         screen = self.screen
         services, plan = screen.services, screen.plan
         ranks = self.steps.ranks()
+        self.curves.record(ranks, services.clock())
         gpu_util = job_gpu_util(services.store.views.values(), plan.job_id)
         self.stalled = {s.key: s for s in find_stalls(ranks, services.clock(), gpu_util)}
         self.progress = self.steps.job(plan.total_steps)
