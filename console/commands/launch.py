@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import signal
 import sys
 from collections import defaultdict
@@ -28,6 +29,7 @@ from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import exit_file, rank_done
 from console.jobs.plan.placement import select_hosts
+from console.jobs.preflight.health_gate import exclude_unhealthy
 from console.jobs.service import (
     HostSynced,
     JobService,
@@ -48,6 +50,7 @@ from console.jobs.sync.tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
 from console.logs.prefixes import FileContext, context_for
+from console.probe.health_check import read_verdicts
 from console.transport.base import HostConnection
 from console.transport.pool import ClusterConnections
 
@@ -70,6 +73,17 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--skip-preflight", action="store_true", help="start even if pre-flight checks fail"
+    )
+    unhealthy = parser.add_mutually_exclusive_group()
+    unhealthy.add_argument(
+        "--exclude-unhealthy",
+        action="store_true",
+        help="leave out GPUs whose health check fails (the host when too few are left)",
+    )
+    unhealthy.add_argument(
+        "--allow-unhealthy",
+        action="store_true",
+        help="start even on GPUs whose health check fails (pre-flight only warns)",
     )
     parser.add_argument(
         "--raw",
@@ -142,6 +156,13 @@ async def launch(
     pool = ClusterConnections(inventory.select(list(host_names)))
     try:
         await pool.wait_settled()
+        ssh = scheduler == "ssh"
+        if ssh and getattr(args, "exclude_unhealthy", False):
+            rows = await read_verdicts(pool, host_names)
+            inventory, spec, notes = exclude_unhealthy(inventory, spec, host_names, rows)
+            for note in notes:
+                say(f"health: {note}")
+            host_names = spec.hosts
         backend = make_backend(
             scheduler,
             pool,
@@ -150,6 +171,8 @@ async def launch(
             grace_s=args.grace,
             nodes=launch_slurm.nodes_of(args) if scheduler == "slurm" else 1,
             write_script=backend_script(inventory) if scheduler == "slurm" else None,
+            health=functools.partial(read_verdicts, pool) if ssh else None,
+            allow_unhealthy=getattr(args, "allow_unhealthy", False),
         )
         if isinstance(backend, SshBackend):
             backend.runner.require_up(host_names, what="the job")

@@ -35,6 +35,7 @@ from typing import Protocol
 from console.inventory import Inventory
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
+from console.jobs.preflight.health_gate import HealthCheck
 from console.jobs.preflight.job import preflight_job
 from console.jobs.spec import JobSpec
 from console.jobs.ssh.runner import Job, JobRunner, StopReport
@@ -94,8 +95,16 @@ class SshBackend:
 
     scheduler = "ssh"
 
-    def __init__(self, runner: JobRunner) -> None:
+    def __init__(
+        self,
+        runner: JobRunner,
+        *,
+        health: HealthCheck | None = None,
+        allow_unhealthy: bool = False,
+    ) -> None:
         self.runner = runner
+        self.health = health  # GPU verdicts for pre-flight (None: not checked)
+        self.allow_unhealthy = allow_unhealthy
 
     @property
     def inventory(self) -> Inventory:
@@ -107,7 +116,12 @@ class SshBackend:
 
     async def preflight(self, prepared: Prepared) -> tuple[str, ...]:
         report = await preflight_job(
-            self.runner.connections, prepared.spec, prepared.plan, self.inventory
+            self.runner.connections,
+            prepared.spec,
+            prepared.plan,
+            self.inventory,
+            health=self.health,
+            allow_unhealthy=self.allow_unhealthy,
         )
         report.raise_if_failed()
         return tuple(finding.line() for finding in report.warnings)

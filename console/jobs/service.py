@@ -22,6 +22,7 @@ from console.errors import PreflightError, UsageError
 from console.inventory import Inventory
 from console.jobs.backend import SCHEDULERS, BackendStatus, JobBackend, Prepared, SshBackend
 from console.jobs.history import JobHistory
+from console.jobs.preflight.health_gate import HealthCheck
 from console.jobs.preflight.probe import PreflightReport
 from console.jobs.slurm.backend import Connections, ScriptWriter, SlurmBackend
 from console.jobs.spec import JobSpec
@@ -106,12 +107,16 @@ def make_backend(
     grace_s: float = DEFAULT_GRACE_S,
     nodes: int = 1,
     write_script: ScriptWriter | None = None,
+    health: HealthCheck | None = None,
+    allow_unhealthy: bool = False,
 ) -> JobBackend:
     """The backend ``scheduler`` names. ``write_script`` is ``export/sbatch``'s (export
-    sits above jobs, so the caller hands it in); ``nodes`` is Slurm's allocation."""
+    sits above jobs, so the caller hands it in); ``nodes`` is Slurm's allocation;
+    ``health`` reads GPU verdicts for the SSH pre-flight (probe sits beside jobs, so the
+    caller hands it in too; ``allow_unhealthy``: a failing GPU only warns)."""
     if scheduler == "ssh":
         runner = JobRunner(connections, inventory, history=history, grace_s=grace_s)
-        return SshBackend(runner)
+        return SshBackend(runner, health=health, allow_unhealthy=allow_unhealthy)
     if scheduler == "slurm":
         return SlurmBackend(
             connections, inventory, write_script=write_script, nodes=nodes, history=history

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import shlex
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from console.jobs.slurm.store import SlurmStore
 from console.jobs.spec import JobSpec
 from console.jobs.ssh.runner import Job, JobRunner, StopReport
 from console.jobs.sync.push import TREE_ID_PLACEHOLDER, ProgressCallback, SyncProgress
+from console.probe.health_check import read_verdicts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
 
@@ -170,7 +172,9 @@ class JobsService:
         self.runner = JobRunner(
             connections, inventory, history=self.history, grace_s=settings.stop_grace_s
         )
-        self.backend = SshBackend(self.runner)
+        # Pre-flight reads every GPU's verdict too: the form refuses a failing GPU as the
+        # CLI does (its pre-flight checkbox is the way on; no exclude/allow choice yet).
+        self.backend = SshBackend(self.runner, health=functools.partial(read_verdicts, connections))
         self.service = JobService(self.backend, connections)
         self._changed: asyncio.Queue[JobRow] = asyncio.Queue()
         self._following: dict[str, asyncio.Task[None]] = {}

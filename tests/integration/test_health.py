@@ -10,6 +10,7 @@ answers (as nvidia-smi on a GPU after Xid 79 does).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -102,3 +103,37 @@ def test_a_host_whose_nvidia_smi_never_answers(
     node0_view, node1_view = hosts
     assert node0_view["gpus"] == [] and "not answering" in node0_view["gpu_error"]
     assert node1_view["gpus"][0]["name"] == "NVIDIA H200"
+
+
+def launch(tmp_path: Path, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "data"))
+    argv = ["launch", str(path), "--kind", "ddp", "--gpus-per-host", "1", *extra]
+    return subprocess.run(
+        [sys.executable, "-m", "console", *argv, "--", "example:ddp", "--steps", "3"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+
+
+def test_launch_onto_the_failing_gpu_is_refused_and_excluded_on_request(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
+    cluster = sshd_cluster(n=2)
+    setup = f"{SETUP_LINE} && export PATH={STANDIN}:$PATH NVSMI_STANDIN_CAPTURE={FAULTS}"
+    path = inventory(cluster, tmp_path, setup)
+    refused = launch(tmp_path, path)
+    assert refused.returncode == 1, refused.stderr
+    assert (
+        "FAIL [health] node0: GPU 0 fails its health check: 2 uncorrectable ECC error(s) since "
+        "the last reset; row remap pending (reset the GPU); launch with --exclude-unhealthy"
+    ) in refused.stderr, refused.stderr
+    assert "[health] node1" not in refused.stderr
+    assert "rank 0" not in refused.stdout  # nothing started
+
+    excluded = launch(tmp_path, path, "--exclude-unhealthy")
+    assert excluded.returncode == 0, excluded.stderr
+    assert "health: node0 left out: GPU 0 failing and 0 healthy left" in excluded.stderr
+    assert any(ln.startswith("[node1 r0] rank 0 ") for ln in excluded.stdout.splitlines())
+    assert "[node0" not in excluded.stdout

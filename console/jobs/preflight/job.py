@@ -7,8 +7,10 @@ launch form, so a job is judged the same way whichever started it.
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from console.errors import JobSpecError
@@ -17,6 +19,8 @@ from console.jobs.models import JobKind, JobPlan, RankLaunch
 from console.jobs.plan.mpi_ranks import ssh_name
 from console.jobs.plan.placement import Placement, place
 from console.jobs.plan.ports import ListenPort, listen_ports
+from console.jobs.preflight.checks import Finding
+from console.jobs.preflight.health_gate import HealthCheck, judge_health
 from console.jobs.preflight.probe import HostRequest, PreflightReport, run_preflight
 from console.jobs.spec import JobSpec
 
@@ -26,9 +30,17 @@ ROOT_ALLOWED_ENV = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 
 
 async def preflight_job(
-    connections: Any, spec: JobSpec, plan: JobPlan, inventory: Inventory
+    connections: Any,
+    spec: JobSpec,
+    plan: JobPlan,
+    inventory: Inventory,
+    *,
+    health: HealthCheck | None = None,
+    allow_unhealthy: bool = False,
 ) -> PreflightReport:
-    """Probe every host of ``plan`` (all at once) and judge what it found."""
+    """Probe every host of ``plan`` (all at once) and judge what it found; ``health``
+    reads the GPUs' verdicts meanwhile (a failing GPU of the job's is an error unless
+    ``allow_unhealthy``)."""
     if not plan.launches:
         raise JobSpecError("hosts", "the plan starts no process")
     placement = place(spec, inventory, plan.job_id)
@@ -42,23 +54,34 @@ async def preflight_job(
     uses_mpirun = plan.kind is JobKind.MPI or (
         plan.kind is JobKind.HOROVOD and spec.horovod_launcher == "mpi"
     )
-    return await run_preflight(
-        connections,
-        plan_requests(
-            plan,
-            inventory,
-            slots,
-            spec.interface,
-            program=program,
-            uses_mpirun=uses_mpirun,
-            rank_cwds={ph.name: ph.cwd for ph in placement.hosts},
-            ssh_peers=launcher_peers(placement),
-            keys_hint=keys_hint(inventory, placement),
-            ports=listen_ports(placement),
-        ),
-        packages=packages,
-        required=REQUIRED.get(plan.kind, ()),
+    requests = plan_requests(
+        plan,
+        inventory,
+        slots,
+        spec.interface,
+        program=program,
+        uses_mpirun=uses_mpirun,
+        rank_cwds={ph.name: ph.cwd for ph in placement.hosts},
+        ssh_peers=launcher_peers(placement),
+        keys_hint=keys_hint(inventory, placement),
+        ports=listen_ports(placement),
     )
+    checks = run_preflight(
+        connections, requests, packages=packages, required=REQUIRED.get(plan.kind, ())
+    )
+    if health is None:
+        return await checks
+    names = [r.host.name for r in requests if r.gpus and connections[r.host.name].status.is_up]
+    report, rows = await asyncio.gather(checks, health(names), return_exceptions=True)
+    if isinstance(report, BaseException):
+        raise report
+    if isinstance(rows, BaseException):
+        if not isinstance(rows, Exception):
+            raise rows
+        found = [Finding("health", "warning", f"GPU health not read: {rows}")]
+    else:
+        found = judge_health(requests, rows, allow=allow_unhealthy)
+    return replace(report, findings=(*report.findings, *found), checked=(*report.checked, "health"))
 
 
 def launcher_peers(p: Placement) -> tuple[str, ...]:
