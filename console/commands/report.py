@@ -4,7 +4,8 @@ Works for a job in any state, also one this machine never started (it is discove
 from the hosts' job directories first). Writes DIR (default
 ``./distconsole-report-JOB_ID``): ``summary.txt`` first (what happened, the first
 failure or the hang, which rank, where it was stuck), ``plan.json``, ``timeline.txt``
-(every host's events merged by time) and ``hosts/HOST/`` (each process's wrapper with
+(every host's events merged by time), ``steps.csv`` (time, rank, step, loss, rate,
+from the rank logs) and ``hosts/HOST/`` (each process's wrapper with
 its exact command and environment, every rank's log, hang captures, GPU samples).
 Prints the summary. Exit 0 when every host's directory came, 1 when a host's could not
 be fetched (what came is still written), 2 for bad input (unknown job).
@@ -26,6 +27,7 @@ from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.report.bundle import HostBundle, make_report
 from console.jobs.report.discover import discover
+from console.logs.file_steps import write_bundle_steps
 from console.transport.pool import ClusterConnections
 
 
@@ -66,6 +68,7 @@ async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Pa
         found, _settled = await discover(pool, inventory, history)
         record = _record(history, job_id, inventory, found.unreachable)
         summary, bundles = await make_report(pool, record, out)
+    await asyncio.to_thread(write_bundle_steps, record.plan, out)
     return finish(summary, bundles, out)
 
 

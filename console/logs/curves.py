@@ -50,8 +50,9 @@ class CurveStore:
         self.max_points = max_points
         self._points: dict[RankKey, list[CurvePoint]] = {}
 
-    def record(self, ranks: Iterable[RankSteps], now: float) -> int:
-        """A point for each rank whose step moved since its last point; how many."""
+    def record(self, ranks: Iterable[RankSteps], now: float, *, timed: bool = True) -> int:
+        """A point for each rank whose step moved since its last point; how many.
+        ``timed=False``: the lines carried no receive time (read from files)."""
         added = 0
         for rank in ranks:
             if rank.step is None:
@@ -59,7 +60,7 @@ class CurveStore:
             points = self._points.setdefault(rank.key, [])
             if points and points[-1].step == rank.step:
                 continue
-            when = rank.last_step_at if rank.last_step_at is not None else now
+            when = (rank.last_step_at if rank.last_step_at is not None else now) if timed else None
             points.append(
                 CurvePoint(when, rank.step, rank.loss, rank.steps_per_s, rank.samples_per_s)
             )

@@ -34,6 +34,7 @@ from console.jobs.slurm.store import SlurmStore
 from console.jobs.spec import JobSpec
 from console.jobs.ssh.runner import Job, JobRunner, StopReport
 from console.jobs.sync.push import TREE_ID_PLACEHOLDER, ProgressCallback, SyncProgress
+from console.logs.file_steps import write_bundle_steps
 from console.probe.health_check import read_verdicts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
@@ -298,6 +299,7 @@ class JobsService:
             summary, _bundles = await make_slurm_report(self._slurm(), record, out)
             return summary  # with Slurm's record (slurm.txt)
         summary, _bundles = await make_report(self.runner.connections, record, out)
+        await asyncio.to_thread(write_bundle_steps, record.plan, out)  # steps.csv
         return summary
 
     async def plan_of(self, job_id: str) -> JobPlan:
