@@ -165,8 +165,9 @@ async def jobs_gc(
 def job_lines(done: HostJobsGc) -> list[str]:
     removed = done.with_action("removed")
     ray = sum(1 for j in removed if j.ray_dir)
+    jobs = sum(1 for j in removed if j.job_id)
     verb = "would free" if done.dry_run else "freed"
-    head = f"{done.host}: {verb} {byte_size(done.bytes_freed)}: {len(removed)} job(s)"
+    head = f"{done.host}: {verb} {byte_size(done.bytes_freed)}: {jobs} job(s)"
     if ray:
         head += f" and {ray} Ray temp dir(s)"
     kept = [
@@ -177,6 +178,9 @@ def job_lines(done: HostJobsGc) -> list[str]:
     lines = [head + (f"; kept {', '.join(kept)}" if kept else "")]
     remove = "would remove" if done.dry_run else "removed"
     for job in removed:
+        if not job.job_id:  # its job directory is gone (another host sharing the home)
+            lines.append(f"  {remove} {job.ray_dir}, of no job here ({byte_size(job.bytes)})")
+            continue
         extra = f" and {job.ray_dir}" if job.ray_dir else ""
         lines.append(f"  {remove} {job.job_id}{extra} ({byte_size(job.bytes)})")
     lines += [f"  running {j.job_id}: {j.why}" for j in done.with_action("running")]

@@ -10,15 +10,19 @@ recorded here with no exit status, a process carrying its marker
 (``DISTCONSOLE_JOB_ID``), or one whose command line or working directory is in the job
 directory (its wrappers, its supervisor). A process recorded on another machine (hosts
 sharing a home) with no exit status, in a job whose supervisor recorded no final
-state, may run there: the job is kept too. Of the ended jobs, the ``keep`` that ended
-last stay, and so does every job that ended within ``older_than`` seconds (its newest
-file's time); the rest go with their Ray temp dir (``/tmp/dcray-<digest>``, named as in
-``console/jobs/plan/ray.py``; only a directory this user owns). A job kept is made
-private (700/600) as every other command that touches it does.
+state, may run there: the job is kept too, and so is one with no process recorded yet
+that changed within the last minute (being started). Of the ended jobs, the ``keep``
+that ended last stay, and so does every job that ended within ``older_than`` seconds
+(its newest file's time); the rest go with their Ray temp dir (``/tmp/dcray-<digest>``,
+named as in ``console/jobs/plan/ray.py``; only a directory this user owns). A job kept
+is made private (700/600) as every other command that touches it does. Then a Ray temp
+dir of this user's that belongs to no job directory here (another host sharing the home
+removed it) goes too, once older than ``older_than`` and no process uses it.
 
 Prints its versioned hello, one line per job ``{"job", "action": "removed" | "running"
-| "kept" | "recent", "ended": epoch|null, "bytes", "ray": PATH|null, "why"}``, then
-``{"done": N, "bytes": freed, "dry_run": bool}``.
+| "kept" | "recent", "ended": epoch|null, "bytes", "ray": PATH|null, "why"}``, one per
+orphaned Ray temp dir removed ``{"job": null, "action": "removed", "ray": PATH, ...}``,
+then ``{"done": N, "bytes": freed, "dry_run": bool}``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ SUPERVISOR_FILE = "supervisor.json"
 FINAL_STATES = ("succeeded", "failed", "stopped")
 RAY_TEMP_ROOT = "/tmp"  # console/jobs/plan/ray.py TEMP_ROOT and private_dir()
 RAY_PREFIX = "dcray-"
+JOB_FILE = "job.json"  # its "hosts": every host of the job (their Ray dirs are known)
+STARTING_S = 60.0  # a job directory with no process recorded, changed this recently
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -87,10 +93,10 @@ class Processes:
                     words += f.read().split(b"\0")
             self.words[pid] = words
 
-    def working_for(self, job_dir: str, job_id: str, groups: set[int]) -> int | None:
-        """A pid of a process that works for the job, or None."""
+    def working_for(self, job_dir: str, job_id: str | None, groups: set[int]) -> int | None:
+        """A pid of a process that works for the job (or uses the directory), or None."""
         inside = os.path.realpath(job_dir)
-        marker = f"{MARKER}={job_id}".encode()
+        marker = f"{MARKER}={job_id}".encode() if job_id else None
         path = inside.encode()
         for pid, pgid, sid in self.rows:
             cwd = self.cwd.get(pid, "")
@@ -110,12 +116,15 @@ def judge(job_dir: str, job_id: str, machine: str, procs: Processes) -> tuple[st
             newest = max(newest, os.lstat(os.path.join(job_dir, name)).st_mtime)
     groups: set[int] = set()
     elsewhere = []
-    for name in (e[: -len(PGID_SUFFIX)] for e in entries if e.endswith(PGID_SUFFIX)):
+    recorded = [e for e in entries if e.endswith(PGID_SUFFIX)]
+    if not recorded and time.time() - newest < STARTING_S:
+        return "no process recorded yet: being started", newest
+    for name in (e[: -len(PGID_SUFFIX)] for e in recorded):
         if read_text(os.path.join(job_dir, name + EXIT_SUFFIX)) is not None:
             continue
-        recorded = read_text(os.path.join(job_dir, name + MACHINE_SUFFIX))
+        on = read_text(os.path.join(job_dir, name + MACHINE_SUFFIX))
         pgid = read_text(os.path.join(job_dir, name + PGID_SUFFIX)) or ""
-        if recorded not in (None, machine):
+        if on not in (None, machine):
             elsewhere.append(name)
         elif pgid.isdigit():
             groups.add(int(pgid))
@@ -164,6 +173,30 @@ def tighten(path: str) -> None:
                 os.chmod(item, stat.S_IMODE(st.st_mode) & 0o7700)
 
 
+def job_ray_dirs(job_dir: str, job_id: str, host: str) -> set[str]:
+    """The Ray temp dirs of every host of the job (a shared home holds them all)."""
+    hosts = {host}
+    path = os.path.join(job_dir, JOB_FILE)
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError), open(path) as handle:
+        hosts.update(str(h) for h in json.load(handle).get("hosts") or ())
+    return {ray_dir(job_id, h) for h in hosts}
+
+
+def orphan_ray_dirs(known: set[str], older_than: float, procs: Processes) -> list[str]:
+    """This user's Ray temp dirs of no job directory here, old enough, used by none."""
+    found = []
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for name in sorted(os.listdir(RAY_TEMP_ROOT)):
+            path = os.path.join(RAY_TEMP_ROOT, name)
+            if not name.startswith(RAY_PREFIX) or path in known or not own_dir(path):
+                continue
+            old = now - os.lstat(path).st_mtime >= older_than
+            if old and procs.working_for(path, None, set()) is None:
+                found.append(path)
+    return found
+
+
 def main() -> None:
     args = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     host = str(args.get("host") or "")
@@ -175,6 +208,7 @@ def main() -> None:
     procs = Processes()
     now = time.time()
     ended: list[tuple[float, str, str]] = []  # (ended, job id, job dir)
+    known: set[str] = set()  # Ray temp dirs of the job directories found
     seen = set()
     for root in args.get("roots", []):
         root = os.path.expanduser(root)
@@ -184,6 +218,7 @@ def main() -> None:
                 if job_dir in seen or job_id.startswith(".") or not own_dir(job_dir):
                     continue
                 seen.add(job_dir)
+                known |= job_ray_dirs(job_dir, job_id, host)
                 try:
                     why, when = judge(job_dir, job_id, machine, procs)
                 except OSError as exc:
@@ -212,6 +247,12 @@ def main() -> None:
         freed += size
         removed += 1
         emit(dict(record, action="removed", bytes=size, why=None))
+    for path in orphan_ray_dirs(known, older_than, procs):
+        size = size_of(path)
+        if not dry_run:
+            shutil.rmtree(path, ignore_errors=True)
+        freed += size
+        emit({"job": None, "action": "removed", "ended": None, "bytes": size, "ray": path})
     emit({"done": removed, "bytes": freed, "dry_run": dry_run})
     sys.stdout.flush()
 

@@ -74,11 +74,19 @@ def test_gc_removes_ended_jobs_and_their_ray_dirs_never_running_ones(
     rays: dict[str, Path] = {}
     try:
         rays.update({h.name: ray_temp(h, done) for h in cluster.hosts})
+        node0, node1 = cluster.hosts
+        starting = job_dir(node0, "starting-20260101-000000-abcdef")  # no process yet
+        starting.mkdir()
+        os.chown(starting, node0.uid, node0.gid)
 
+        dry = gc(tmp_path, inv, "--older-than", "0s", "--dry-run")
+        assert "  running starting-20260101-000000-abcdef: no process recorded yet" in dry
+        shutil.rmtree(starting)
         dry = gc(tmp_path, inv, "--older-than", "0s", "--dry-run")
         for host in cluster.hosts:
             assert re.search(
-                rf"^{host.name}: would free [\d.]+ \w*B: 1 job\(s\) and 1 Ray temp dir\(s\); "
+                # Ray temp dirs: this job's, and any that earlier runs left for this user
+                rf"^{host.name}: would free [\d.]+ \w*B: 1 job\(s\) and \d+ Ray temp dir\(s\); "
                 r"kept 1 running$",
                 dry,
                 re.M,
@@ -88,14 +96,22 @@ def test_gc_removes_ended_jobs_and_their_ray_dirs_never_running_ones(
         assert re.search(rf"^  running {live}: process \d+ runs for it$", dry, re.M), dry
 
         # Just ended: younger than the default 30 days, and --keep 1 keeps the last one.
-        assert "0 job(s); kept 1 running, 1 recent" in gc(tmp_path, inv)
-        assert "0 job(s); kept 1 running, 1 by --keep" in gc(
-            tmp_path, inv, "--older-than", "0s", "--keep", "1"
-        )
+        # (and Ray temp dirs that earlier runs left for these users, of no job here)
+        left = r"0 job\(s\)(?: and \d+ Ray temp dir\(s\))?; kept 1 running, "
+        assert len(re.findall(left + "1 recent$", gc(tmp_path, inv), re.M)) == 2
+        keep_one = gc(tmp_path, inv, "--older-than", "0s", "--keep", "1")
+        assert len(re.findall(left + "1 by --keep$", keep_one, re.M)) == 2, keep_one
 
         for host in cluster.hosts:
             age(job_dir(host, done), 2)
             age(job_dir(host, live), 40)  # old files, live processes: it stays
+        # A Ray temp dir whose job directory is gone (removed from a shared home by
+        # another host's gc): it goes too.
+        orphan = Path(private_dir("gone-20260101-000000-abcdef", node1.name))
+        rays["orphan"] = orphan
+        orphan.mkdir()
+        os.chown(orphan, node1.uid, node1.gid)
+        age(orphan, 2)
         report = json.loads(gc(tmp_path, inv, "--older-than", "1d", "--json"))
         assert {r["host"] for r in report} == {"node0", "node1"}
         for entry in report:
@@ -103,6 +119,11 @@ def test_gc_removes_ended_jobs_and_their_ray_dirs_never_running_ones(
             assert jobs[done]["action"] == "removed" and jobs[live]["action"] == "running"
             assert jobs[done]["ray_dir"] == str(rays[entry["host"]])
             assert entry["bytes_freed"] >= 5000 and not entry["dry_run"]
+        orphans = [j for r in report for j in r["jobs"] if j["id"] is None]
+        assert {"id": None, "action": "removed", "bytes": 4096, "ray_dir": str(orphan)}.items() <= (
+            next(j for j in orphans if j["ray_dir"] == str(orphan)).items()
+        )
+        assert not orphan.exists()
         for host in cluster.hosts:
             assert not job_dir(host, done).exists() and not rays[host.name].exists()
             assert (job_dir(host, live) / "job.json").is_file()

@@ -32,7 +32,7 @@ DEFAULT_KEEP = 0
 class GcJob:
     """One job directory as the gc judged it."""
 
-    job_id: str
+    job_id: str  # "" for an orphaned Ray temp dir (its job directory already gone)
     action: str  # removed (or would be) | running | kept | recent
     bytes: int = 0
     ray_dir: str | None = None
@@ -58,7 +58,7 @@ class HostJobsGc:
             "bytes_freed": self.bytes_freed,
             "jobs": [
                 {
-                    "id": j.job_id,
+                    "id": j.job_id or None,
                     "action": j.action,
                     "bytes": j.bytes,
                     "ray_dir": j.ray_dir,
@@ -103,7 +103,13 @@ def parse_gc(host: str, text: str) -> HostJobsGc:
     if "done" not in done:
         raise HostProgramError(host, jobs_gc.PROGRAM, "ended before its summary")
     jobs = tuple(
-        GcJob(str(r["job"]), str(r["action"]), int(r.get("bytes") or 0), r.get("ray"), r.get("why"))
+        GcJob(
+            str(r.get("job") or ""),  # "" for a Ray temp dir of no job directory here
+            str(r["action"]),
+            int(r.get("bytes") or 0),
+            r.get("ray"),
+            r.get("why"),
+        )
         for r in records[1:-1]
     )
     return HostJobsGc(host, jobs, int(done["bytes"]), bool(done["dry_run"]))
