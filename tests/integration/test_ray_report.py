@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.test_ray import dc, job_state, launch, remove_temp_dirs
+from tests.integration.test_ray import dc, job_state, launch, remove_temp_dirs
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 

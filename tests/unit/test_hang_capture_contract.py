@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from console.hostprogs import job_pack
 from console.hostprogs.supervisor import hang_capture as hc
 from console.hostprogs.supervisor import hang_inspect as hi
 from console.inventory import Host, Inventory
 from console.jobs import paths
+from console.jobs.plan import ray as plan_ray
 from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
 from console.jobs.ssh import remote_ops
@@ -38,6 +40,9 @@ def test_job_file_names_are_the_consoles() -> None:
     assert paths.ranks_dir("J") == f"J/{hc.HANG_RANKS_DIR}"
     assert hi.HANG_MARKER_VAR == JOB_ID_VAR
     assert hi.HANG_PROCESS_VAR == remote_ops.PROCESS_VAR
+    # A Ray node's logs: through the plan's link, where the report's pack reads them too.
+    assert hc.HANG_RAY_LOGS[0] == plan_ray.TEMP_LINK
+    assert hc.HANG_RAY_LOGS == job_pack.RAY_LOGS
 
 
 @pytest.mark.parametrize("name", ["hang_inspect.py", "hang_capture.py", "hang_sitecustomize.py"])

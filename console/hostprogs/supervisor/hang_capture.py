@@ -56,6 +56,10 @@ HANG_RANKS_DIR = "ranks"  # paths.ranks_dir: mpirun / horovodrun per-rank output
 HANG_LOG_SUFFIXES = (".out", ".err")  # paths.STDOUT_SUFFIX, STDERR_SUFFIX
 HANG_START_SUFFIXES = (".pgid", ".sh")  # written when the process starts
 HANG_FLIGHT_RECORDER_PREFIX = "nccl_trace_rank_"  # TORCH_FR_DUMP_TEMP_FILE's basename
+# A Ray node's logs, through the job directory's link to its temp dir (plan/ray.py
+# TEMP_LINK, and Ray's session_latest/logs): its workers' output files.
+HANG_RAY_LOGS = ("ray-tmp", "session_latest", "logs")
+HANG_RAY_WORKER = "worker-"
 HANG_LAST_LINES = 20
 HANG_TAIL_BYTES = 65536
 
@@ -91,10 +95,31 @@ def hang_log_files(job_dir: str, name: str) -> list[str]:
     return [p for p in found if os.path.isfile(p)]
 
 
+def hang_ray_worker_logs(job_dir: str) -> list[str]:
+    """A Ray node's workers' ``worker-*.out``/``.err`` (a Ray job's job directory links
+    to its node's temp dir). What a task or actor prints lands there, and Ray writes a
+    ``:task_name:`` line at each task's start; the driver's output gets them only with
+    ``log_to_driver`` (a driver started with ``ray.init(log_to_driver=False)`` prints
+    nothing while its tasks work). Not the raylet's, GCS's or core workers' logs: those
+    print event statistics every minute, hung or not. Progress only: a capture's last
+    lines stay its process's own (the report packs the workers' files)."""
+    logs = os.path.join(job_dir, *HANG_RAY_LOGS)
+    try:
+        names = sorted(os.listdir(logs))
+    except OSError:
+        return []
+    return [
+        os.path.join(logs, n)
+        for n in names
+        if n.startswith(HANG_RAY_WORKER) and n.endswith(HANG_LOG_SUFFIXES)
+    ]
+
+
 def hang_last_progress(job_dir: str, names: list) -> float:
     """Newest progress time (epoch) of the named processes: the newest modification of
-    their log files, and at least when they started (a rank that has printed nothing
-    yet is measured from its start). 0.0 when none of them has started here."""
+    their log files (and a Ray node's workers' output), and at least when they started
+    (a rank that has printed nothing yet is measured from its start). 0.0 when none of
+    them has started here."""
     job_dir = os.path.expanduser(job_dir)
     newest = 0.0
     for name in names:
@@ -104,6 +129,9 @@ def hang_last_progress(job_dir: str, names: list) -> float:
         for path in hang_log_files(job_dir, name):
             with contextlib.suppress(OSError):
                 newest = max(newest, os.stat(path).st_mtime)
+    for path in hang_ray_worker_logs(job_dir) if names else []:
+        with contextlib.suppress(OSError):
+            newest = max(newest, os.stat(path).st_mtime)
     return newest
 
 
