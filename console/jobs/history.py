@@ -188,7 +188,9 @@ class JobHistory:
         self.path = path or data_dir() / DB_NAME
         try:
             # Its rows hold each job's plan: environment, --env secrets included.
-            private_dir(self.path.parent)
+            # Its own folder (the default) is made private; one the user named is left.
+            default = path is None and not os.environ.get(DATA_DIR_ENV)
+            private_dir(self.path.parent, tighten_existing=default)
             private_file(self.path)
             with self._db() as db:
                 db.executescript(SCHEMA)

@@ -10,10 +10,14 @@ import stat
 from pathlib import Path
 
 
-def private_dir(path: Path) -> Path:
-    """``path`` made (700; missing parents as usual) or tightened if open."""
+def private_dir(path: Path, *, tighten_existing: bool = True) -> Path:
+    """``path`` made (700; missing parents as usual), or tightened if open; a folder the
+    user named (``--out``, ``DISTCONSOLE_DATA_DIR``: maybe ``.`` or their home) is left
+    as it is when it exists (``tighten_existing=False``): what is written in it is 600."""
+    existed = path.is_dir()
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tighten(path)
+    if tighten_existing or not existed:
+        tighten(path)
     return path
 
 

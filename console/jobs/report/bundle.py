@@ -344,7 +344,7 @@ def _safe(relpath: str) -> PurePosixPath | None:
 
 def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) -> Path:
     """The bundle under ``out``, private (700/600): it holds the job's env and logs."""
-    private_dir(out)
+    private_dir(out, tighten_existing=False)  # --out may name an existing folder (".")
     write_private(out / "summary.txt", compose_summary(record, bundles))
     plan_data = json.loads(plan_to_json(record.plan))
     plan_data["notify"] = masked(record.plan.notify)  # webhook URLs are secrets
