@@ -21,6 +21,7 @@ RUNS = {
     "connect": (["--hosts", "2", "--repeat", "1"], "ratio"),
     "connect --rtt-ms": (["--hosts", "2", "--repeat", "1", "--rtt-ms", "20"], "ratio"),
     "monitor": (["--hosts", "2", "--duration", "2"], "first frame"),
+    "metrics": (["--hosts", "2", "--repeat", "2"], "scrape ms"),
     "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
     "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
     "sampler_start": (["--repeat", "1", "--duration", "1"], "1st sample"),
