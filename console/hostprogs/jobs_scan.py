@@ -13,8 +13,10 @@ the scan prints one JSON line::
      "processes": {NAME: {"pgid", "alive", "exit"}}, "alive": N, "modified": epoch}
 
 after its versioned hello, and ``{"done": N}`` last. ``supervisor_alive`` is null when
-the job has no ``supervisor.pid``. Nothing is written on the host. Process groups are
-read only when recorded on this machine (a shared home shows other hosts' files).
+the job has no ``supervisor.pid``. Nothing is written on the host, but a job directory
+(or the jobs folder) an older distconsole left open to others is made 700 (its contents
+are tightened by the next jobctl or gc run). Process groups are read only when recorded
+on this machine (a shared home shows other hosts' files).
 """
 
 from __future__ import annotations
@@ -56,6 +58,17 @@ def read_json(path: str, limit: int = 1 << 20) -> Any | None:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def make_private(path: str) -> None:
+    """``path`` 700 if this user's and open to others (not a folder others may write in:
+    a team's shared jobs folder)."""
+    try:
+        st = os.stat(path)
+        if st.st_uid == os.geteuid() and st.st_mode & 0o077 and not st.st_mode & 0o022:
+            os.chmod(path, st.st_mode & 0o7700)
+    except OSError:
+        pass
 
 
 def live_groups() -> set[int]:
@@ -166,11 +179,13 @@ def main() -> None:
             entries = sorted(os.listdir(root))
         except OSError:
             continue
+        make_private(root)
         for job_id in entries:
             job_dir = os.path.join(root, job_id)
             if job_dir in seen or not os.path.isdir(job_dir):
                 continue
             seen.add(job_dir)
+            make_private(job_dir)
             emit(scan_job(job_dir, job_id, known, machine, groups, args.get("host")))
             count += 1
     emit({"done": count})

@@ -104,6 +104,16 @@ def test_a_jobs_files_are_private_to_its_user(sshd_cluster, tmp_path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert open_bits(old_dir.parent) == []
     assert read_as(node1, old_dir / "job.json").returncode != 0
+    # `jobs`, which lists what the hosts hold, closes an open job directory too.
+    other_dir = node1.home / JOBS / job_id
+    for path in (other_dir.parent, other_dir):
+        path.chmod(0o755)
+    (other_dir / "job.json").chmod(0o644)
+    assert read_as(node0, other_dir / "job.json").returncode == 0
+    assert [j["id"] for j in jobs_json(tmp_path, cluster.inventory_path)] == [job_id]
+    assert stat.S_IMODE(other_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(other_dir.parent.stat().st_mode) == 0o700
+    assert read_as(node0, other_dir / "job.json").returncode != 0
 
     out = tmp_path / "bundle"
     reported = dc(tmp_path, "report", inv, job_id, "--out", str(out))
