@@ -1,7 +1,8 @@
 """``ClusterCollector``: a prometheus_client Collector over the latest views and jobs.
 
 Each scrape turns one :class:`~console.metrics.source.Snapshot` into metric families:
-dcgm-exporter's GPU metrics (``console/metrics/dcgm.py``) and distconsole's own
+dcgm-exporter's GPU metrics (``console/metrics/dcgm.py``), those of the GPUs' health
+reading and their verdicts (``console/metrics/health.py``), and distconsole's own
 (``distconsole_*``: host up, sample age, job state, per-rank step, steps/s, samples/s,
 loss). One labels dict is made per GPU and shared by all of that GPU's samples, which
 lets :func:`console.metrics.exposition.render_text` write each label set once.
@@ -18,6 +19,7 @@ from prometheus_client.samples import Sample
 
 from console.logs.steps import RankSteps
 from console.metrics.dcgm import DCGM_FIELDS, HOSTNAME_LABEL, gpu_labels
+from console.metrics.health import HealthExport
 from console.metrics.source import MetricsSource, Snapshot
 
 PREFIX = "distconsole_"
@@ -31,22 +33,33 @@ class ClusterCollector(Collector):
     def __init__(self, source: MetricsSource, *, hostname_label: str = HOSTNAME_LABEL) -> None:
         self.source = source
         self.hostname_label = hostname_label
+        self.health = HealthExport(hostname_label)
 
     def collect(self) -> Iterator[Metric]:
         snap = self.source.snapshot()
-        yield from self.gpu_families(snap)
+        labels_of: dict[tuple[str, int], dict[str, str]] = {}
+        yield from self.gpu_families(snap, labels_of)
+        yield from self.health.families(snap, labels_of)
         yield from self.host_families(snap)
         yield from self.job_families(snap)
 
     # -- dcgm-exporter's -----------------------------------------------------------------
 
-    def gpu_families(self, snap: Snapshot) -> Iterator[Metric]:
+    def gpu_families(
+        self, snap: Snapshot, labels_of: dict[tuple[str, int], dict[str, str]]
+    ) -> Iterator[Metric]:
+        """dcgm-exporter's families; ``labels_of`` gets each GPU's labels dict."""
         rows = []
         for view in snap.views:
             if view.sample is None:
                 continue
+            health = view.sample.health
             for g in view.sample.gpus:
-                rows.append((gpu_labels(view.name, g, self.hostname_label), g))
+                h = health.gpu(g.index) if health is not None else None
+                pci = h.pci_bus_id if h is not None else None
+                labels = gpu_labels(view.name, g, self.hostname_label, pci)
+                labels_of[(view.name, g.index)] = labels
+                rows.append((labels, g))
         for field in DCGM_FIELDS:
             family = _family(field.name, field.help, field.type)
             name, read, append = field.name, field.read, family.samples.append

@@ -6,7 +6,7 @@ Names and help texts are those of dcgm-exporter's ``etc/default-counters.csv``
 ``DCGM_FI_DEV_ECC_SBE_VOL_TOTAL`` / ``DCGM_FI_DEV_ECC_DBE_VOL_TOTAL`` lines, as a
 counters file that enables them names them. Labels are those its renderer writes on
 every GPU metric (``gpu``, ``UUID``, ``pci_bus_id``, ``device``, ``modelName``,
-``Hostname``): ``pci_bus_id`` is left out (the samples do not carry it). dcgm-exporter
+``Hostname``); ``pci_bus_id`` where the sampler's health reading has it. dcgm-exporter
 4.4.2-4.7.0 renamed ``Hostname`` to ``hostname`` (its #655); ``HOSTNAME_LABELS`` lets a
 user pick the spelling their dashboards use, ``Hostname`` by default. A GPU a
 distconsole job holds also carries ``job`` and ``rank`` (as dcgm-exporter adds
@@ -85,7 +85,9 @@ DCGM_FIELDS: tuple[DcgmField, ...] = (
 )
 
 
-def gpu_labels(host: str, g: GpuSample, hostname_label: str = HOSTNAME_LABEL) -> dict[str, str]:
+def gpu_labels(
+    host: str, g: GpuSample, hostname_label: str = HOSTNAME_LABEL, pci_bus_id: str | None = None
+) -> dict[str, str]:
     """dcgm-exporter's labels of one GPU, with ``job`` and ``rank`` where a job holds it.
 
     A GPU shared by several processes of one job lists their ranks (``"0,1"``); with
@@ -98,6 +100,8 @@ def gpu_labels(host: str, g: GpuSample, hostname_label: str = HOSTNAME_LABEL) ->
         "modelName": g.name or "",
         hostname_label: host,
     }
+    if pci_bus_id:
+        labels["pci_bus_id"] = pci_bus_id
     job: str | None = None
     ranks: list[int] = []
     for p in g.processes:

@@ -154,3 +154,35 @@ def test_parse_listen() -> None:
     assert parse_listen("9401") == ("127.0.0.1", 9401)
     assert parse_listen(":9402") == ("127.0.0.1", 9402)
     assert parse_listen("[::1]:9403") == ("::1", 9403)
+
+
+def test_health_reading_and_verdicts_exported() -> None:
+    from console.probe.health_models import GpuHealth, HostHealth, XidEvent
+
+    health = HostHealth(
+        "nvml",
+        999.0,
+        gpus=(
+            GpuHealth(0, pci_bus_id="00000000:18:00.0", ecc_uncorrected_aggregate=0),
+            GpuHealth(1, pci_bus_id="00000000:2A:00.0", remapped_rows_failure="Yes"),
+        ),
+        xids=(XidEvent(990.0, 79, None, 0, "GPU has fallen off the bus", "nvml"),),
+    )
+    source = MetricsSource(clock=lambda: 1000.0)
+    sample = HostSample("node0", 999.0, "nvml", (gpu(0), gpu(1)), health=health)
+    source.update_views(
+        {
+            "node0": HostView("node0", HostState.UP, sample=sample),
+            "node1": HostView("node1", HostState.DOWN, "connection refused"),
+        }
+    )
+    parsed = families(render_text(ClusterCollector(source).collect()))
+    util = {lab["gpu"]: lab for lab, _v in parsed["DCGM_FI_DEV_GPU_UTIL"]}
+    assert util["0"]["pci_bus_id"] == "00000000:18:00.0"
+    assert parsed["DCGM_FI_DEV_XID_ERRORS"] == [(util["0"], 79.0)]
+    assert parsed["DCGM_FI_DEV_ROW_REMAP_FAILURE"] == [(util["1"], 1.0)]
+    assert [v for _lab, v in parsed["DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"]] == [0.0]
+    verdicts = {lab["gpu"]: (lab["state"], v) for lab, v in parsed["distconsole_gpu_health"]}
+    assert verdicts == {"0": ("fail", 2.0), "1": ("fail", 2.0)}
+    hosts = {lab["Hostname"]: (lab["state"], v) for lab, v in parsed["distconsole_host_health"]}
+    assert hosts == {"node1": ("fail", 2.0)}
