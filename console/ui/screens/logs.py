@@ -25,6 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input
 
 from console.jobs.models import JobPlan
+from console.jobs.private import write_private
 from console.logs.buffer import Gap, LogStore, Shown, compile_search
 from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key
 from console.ui.inbox import Inbox
@@ -407,7 +408,8 @@ class LogsScreen(Screen[None]):
     def action_save(self) -> None:
         path = Path.cwd() / f"{self.plan.job_id}-logs.txt"
         try:
-            path.write_text("\n".join(self.shown_text()) + "\n", encoding="utf-8")
+            # The job's logs: private to their user whatever the umask.
+            write_private(path, "\n".join(self.shown_text()) + "\n")
         except OSError as exc:
             self.notify(f"could not save: {exc}", severity="error")
             return
