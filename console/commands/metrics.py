@@ -18,7 +18,7 @@ from typing import Any
 from console.commands import options
 from console.inventory import Inventory, load
 from console.metrics.dcgm import HOSTNAME_LABEL, HOSTNAME_LABELS
-from console.metrics.exposition import DEFAULT_ADDRESS, MetricsServer, parse_listen
+from console.metrics.listen import DEFAULT_ADDRESS, parse_listen
 
 DEFAULT_PORT = 9400  # dcgm-exporter's
 
@@ -71,30 +71,24 @@ def register(sub: Any) -> None:
 
 
 async def serve(inventory: Inventory, args: argparse.Namespace) -> None:
-    from prometheus_client.registry import CollectorRegistry
-
     from console.jobs.history import JobHistory
-    from console.metrics.collector import ClusterCollector
+    from console.metrics.endpoint import MetricsEndpoint
     from console.metrics.feeds import JobFeed, feed_views
-    from console.metrics.source import MetricsSource
     from console.probe.monitor import ClusterMonitor
     from console.transport.pool import ClusterConnections
 
-    source = MetricsSource()
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(source, hostname_label=args.hostname_label))
-    server = MetricsServer(registry, *args.listen).start()
-    address, port = server.address
-    print(f"serving http://{address}:{port}/metrics", flush=True)
+    endpoint = MetricsEndpoint(*args.listen, hostname_label=args.hostname_label).start()
+    print(f"serving {endpoint.url}", flush=True)
     try:
         async with (
             ClusterConnections(inventory) as pool,
             ClusterMonitor(pool, interval=args.interval) as monitor,
         ):
+            source = endpoint.source
             jobs = JobFeed(pool, inventory, JobHistory(), source, every_s=args.jobs_every)
             await asyncio.gather(feed_views(monitor, source), jobs.run())
     finally:
-        server.close()
+        endpoint.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from console.commands import options
+from console.commands.metrics import listen_arg
 
 
 def register(sub: Any) -> None:
@@ -21,6 +22,14 @@ def register(sub: Any) -> None:
         help="colour theme (default distconsole-dark; also distconsole-light or any "
         "Textual theme; switch later from the command palette)",
     )
+    parser.add_argument(
+        "--metrics-listen",
+        type=listen_arg,
+        default=None,
+        metavar="ADDR:PORT",
+        help="also serve Prometheus metrics there (as `distconsole metrics`; PORT alone: "
+        "on 127.0.0.1)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -28,4 +37,4 @@ def run(args: argparse.Namespace) -> int:
     # Textual loads only here, so the other sub-commands never import it.
     from console.ui.app import run as run_app
 
-    return run_app(args.inventory, theme=args.theme)
+    return run_app(args.inventory, theme=args.theme, metrics_listen=args.metrics_listen)

@@ -27,7 +27,6 @@ from prometheus_client.utils import floatToGoString
 
 from console.errors import ConsoleError
 
-DEFAULT_ADDRESS = "127.0.0.1"
 GZIP_LEVEL = 1  # a 0.6 MB scrape in ~3 ms; Prometheus asks for gzip
 
 
@@ -114,18 +113,3 @@ def _handler(registry: CollectorRegistry) -> type[BaseHTTPRequestHandler]:
             return  # a scrape every few seconds is not news
 
     return Handler
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``ADDR:PORT``, ``:PORT`` or ``PORT`` (address 127.0.0.1); ``[::1]:PORT`` for IPv6."""
-    address, sep, port_text = text.rpartition(":")
-    if not sep:
-        address, port_text = "", text
-    address = address.strip("[]") or DEFAULT_ADDRESS
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"not ADDR:PORT: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port out of range: {port}")
-    return address, port

@@ -369,6 +369,7 @@ def run(
     first_screen: str | None = None,
     sub_title: str | None = None,
     notice: str | None = None,
+    metrics_listen: tuple[str, int] | None = None,
 ) -> int:
     """Open the console on an inventory; 2 for a bad --theme (InventoryError propagates).
 
@@ -383,6 +384,7 @@ def run(
     app = DistConsoleApp(inventory, theme=chosen)
     app.first_screen = first_screen
     app.startup_notice = notice
+    app.services.metrics_listen = metrics_listen  # served by the feeds (ui/workers.py)
     app.exit_on_signals = True
     if sub_title is not None:
         app.sub_title = sub_title

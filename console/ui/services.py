@@ -47,6 +47,7 @@ class Services:
     monitor: ClusterMonitor | None = None
     jobs: JobsService | None = None
     forwards: PortForwards | None = None  # local ports forwarded over the connections
+    metrics_listen: tuple[str, int] | None = None  # --metrics-listen: where to serve /metrics
     launch_draft: LaunchDraft | None = None  # written by the launch form as it changes
     # Where the screenshot command writes its SVGs (the directory the console runs in).
     screenshot_dir: Path = field(default_factory=Path.cwd)

@@ -31,6 +31,7 @@ from console.ui.services import Services
 
 if TYPE_CHECKING:
     from console.jobs.slurm.queue import SlurmJobOnNode
+    from console.metrics.endpoint import MetricsEndpoint
     from console.probe.models import HostView
     from console.transport.forward import PortForwards
 
@@ -57,6 +58,7 @@ class AppFeeds:
         )
         # Every host sampled once (or known not to be): the jobs sweeps may start.
         self.hosts_sampled = asyncio.Event()
+        self.metrics: MetricsEndpoint | None = None  # --metrics-listen's endpoint
 
     def start(self, factory: ConnectionsFactory) -> None:
         """Connect to the cluster; the other feeds start once the connections exist."""
@@ -72,6 +74,7 @@ class AppFeeds:
         self._services.connections = connections
         await connections.start()
         self._services.forwards = port_forwards(connections)
+        self._start_metrics()
         self._app.run_worker(
             self._attach_jobs(connections), group="connections", exit_on_error=False
         )
@@ -132,6 +135,8 @@ class AppFeeds:
         self._services.monitor = monitor
         async for batch in monitor.updates():
             self.views_inbox.put(batch)
+            if self.metrics is not None:
+                self.metrics.source.update_views(batch)
             if not self.hosts_sampled.is_set() and all(
                 m.settled for m in monitor.monitors.values()
             ):
@@ -162,13 +167,38 @@ class AppFeeds:
             self._app.notify(f"Re-attached to {len(attached)} running job(s)", timeout=5)
 
     async def _follow_job_rows(self, jobs: JobsService) -> None:
+        from console.metrics.source import JobFigures
+
+        exported: dict[str, JobFigures] = {}
         async for rows in jobs.row_updates():
             self.jobs_inbox.put(rows)
+            if self.metrics is not None:  # rows come as changes: the endpoint gets all
+                exported.update(
+                    (r.id, JobFigures(r.id, r.name, r.kind, r.state.value)) for r in rows
+                )
+                self.metrics.source.set_jobs(exported.values())
+
+    def _start_metrics(self) -> None:
+        """``--metrics-listen``: the endpoint, fed the same batches as the screens."""
+        listen = self._services.metrics_listen
+        if listen is None:
+            return
+        from console.errors import ConsoleError
+        from console.metrics.endpoint import MetricsEndpoint
+
+        try:
+            self.metrics = MetricsEndpoint(*listen).start()
+        except ConsoleError as exc:
+            self._app.notify(f"No metrics endpoint: {exc}", severity="error", timeout=15)
+            return
+        self._app.notify(f"Prometheus metrics at {self.metrics.url}", timeout=8)
 
     async def close(self) -> None:
         """Close what the feeds opened, each within ``close_timeout_s``."""
         services = self._services
         timeout = services.settings.close_timeout_s
+        if self.metrics is not None:
+            self.metrics.close()
         if services.forwards is not None:  # they close with the console
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(services.forwards.close_all(), timeout)

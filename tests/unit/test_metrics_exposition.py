@@ -14,7 +14,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from console.logs.steps import RankSteps
 from console.metrics.collector import ClusterCollector
-from console.metrics.exposition import MetricsServer, parse_listen, render_text
+from console.metrics.exposition import MetricsServer, render_text
+from console.metrics.listen import parse_listen
 from console.metrics.source import JobFigures, MetricsSource
 from console.probe.models import GpuProcess, GpuSample, HostSample, HostView
 from console.transport.base import HostState
