@@ -190,6 +190,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "ray_dashboard_port": args.ray_dashboard_port,
         "notify_command": getattr(args, "notify_command", None),
         "notify_on": getattr(args, "notify_on", None),
+        "max_restarts": getattr(args, "max_restarts", None),
+        "checkpoint_dir": getattr(args, "checkpoint_dir", None),
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)

@@ -10,8 +10,14 @@ TF_CONFIG: ``{"cluster": {"ps": ["host:port", ...], "worker": [...], "chief": [.
   on its own random batch, pushes it back, and prints ``worker I step N/S loss L
   samples/s X steps/s Y``; after its steps it exits 0.
 
-Test knobs: ``--crash-rank I --crash-at-step S`` (worker index I exits 3 at step S),
-``--sleep SECONDS`` per step. Unknown arguments are printed as ``extra_args=[...]``.
+Checkpoints (distconsole's contract): a worker writes its step to
+``$DISTCONSOLE_CHECKPOINT_DIR/worker-I.json`` after every step; restarted (``--max-restarts``:
+its host's supervisor runs it again, ``DISTCONSOLE_RESTART_COUNT`` set) it goes on from
+there and prints ``worker I resumed from step K``. The weights live in the ps tasks.
+
+Test knobs: ``--crash-rank I --crash-at-step S`` (worker index I exits 3 at step S; with
+``--crash-once`` only in a run that did not resume), ``--sleep SECONDS`` per step.
+Unknown arguments are printed as ``extra_args=[...]``.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ def parse() -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep per step")
     parser.add_argument("--crash-rank", type=int, default=-1)
     parser.add_argument("--crash-at-step", type=int, default=-1)
+    parser.add_argument("--crash-once", action="store_true", help="not after a restart")
     return parser.parse_known_args()
 
 
@@ -112,10 +119,39 @@ def connect(address: str) -> socket.socket:
             time.sleep(0.1)
 
 
+def checkpoint_path(kind: str, index: int) -> str | None:
+    directory = os.environ.get("DISTCONSOLE_CHECKPOINT_DIR")
+    if not directory:
+        return None
+    os.makedirs(directory, exist_ok=True)
+    return os.path.join(directory, f"{kind}-{index}.json")
+
+
+def resumed_step(path: str | None) -> int:
+    try:
+        with open(path or "") as handle:
+            return int(json.load(handle)["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def save_step(path: str | None, step: int) -> None:
+    if path is not None:
+        with open(path + ".tmp", "w") as handle:
+            json.dump({"step": step}, handle)
+        os.replace(path + ".tmp", path)
+
+
 def train(kind: str, index: int, ps: list[str], args: argparse.Namespace) -> int:
     conns = [connect(a) for a in ps]
     files = [c.makefile("rw") for c in conns]
-    rng = random.Random(1000 + index)
+    checkpoint = checkpoint_path(kind, index)
+    first = resumed_step(checkpoint)
+    restarts = int(os.environ.get("DISTCONSOLE_RESTART_COUNT") or 0)
+    if first:
+        print(f"{kind} {index} resumed from step {first} (restart {restarts})", flush=True)
+    crash = index == args.crash_rank and not (args.crash_once and (restarts or first))
+    rng = random.Random(1000 + index + 1_000_003 * first)
     n = FEATURES_PER_SHARD * len(ps)
     true_w = [(i % 5) - 2.0 for i in range(n)]
 
@@ -124,9 +160,9 @@ def train(kind: str, index: int, ps: list[str], args: argparse.Namespace) -> int
         f.flush()
         return [float(w) for w in f.readline().split()]
 
-    for step in range(1, args.steps + 1):
+    for step in range(first + 1, args.steps + 1):
         started = time.perf_counter()
-        if index == args.crash_rank and step == args.crash_at_step and kind == "worker":
+        if crash and step == args.crash_at_step and kind == "worker":
             print(f"worker {index} crashing at step {step} as asked", file=sys.stderr, flush=True)
             return 3
         weights = [w for f in files for w in ask(f, "PULL")]
@@ -151,6 +187,7 @@ def train(kind: str, index: int, ps: list[str], args: argparse.Namespace) -> int
             f"samples/s {args.batch_size / elapsed:.1f} steps/s {1 / elapsed:.2f}",
             flush=True,
         )
+        save_step(checkpoint, step)
     for c in conns:
         c.close()
     print(f"{kind} {index} done", flush=True)

@@ -72,6 +72,9 @@ class Host(BaseModel):
     # Webhooks a job whose leader is this host notifies when it names none (--notify);
     # usually set once in ``defaults``. Secrets: errors never echo them.
     notify: tuple[str, ...] = ()
+    # --max-restarts of a job whose leader is this host when it names none; usually in
+    # ``defaults``.
+    max_restarts: Annotated[int, Field(ge=0, le=100)] | None = None
     tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"

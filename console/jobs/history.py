@@ -107,6 +107,7 @@ def plan_from_json(text: str) -> JobPlan:
         fail_fast=bool(data.get("fail_fast", True)),
         hang_timeout=data.get("hang_timeout"),  # absent: a job from before hang detection
         stop_on_hang=bool(data.get("stop_on_hang", False)),
+        max_restarts=int(data.get("max_restarts") or 0),
         notify=Notify(
             urls=tuple(data["notify"].get("urls") or ()),
             command=data["notify"].get("command"),
@@ -161,6 +162,7 @@ class JobRecord:
             "hung": bool(view.get("hung")),
             "unsupervised": bool(view.get("unsupervised")),
             "unsupervised_hosts": list(view.get("unsupervised") or ()),
+            "restarts": int(view.get("restarts") or 0),  # --max-restarts: restarts done
         }
 
 

@@ -118,5 +118,7 @@ class JobPlan:
     hang_timeout: float | None = None
     stop_on_hang: bool = False
     notify: Notify | None = None
+    # Restarts through the kind's own mechanism (--max-restarts; 0: none).
+    max_restarts: int = 0
     # Facts worth a line in `plan`/`launch` that are no problem (the --net preset's env).
     notes: tuple[str, ...] = ()

@@ -120,6 +120,10 @@ def flight_recorder_prefix(job_dir_path: str) -> str:
     return f"{hang_dir(job_dir_path)}/{FLIGHT_RECORDER_PREFIX}"
 
 
+def checkpoint_dir(job_dir_path: str) -> str:
+    return f"{job_dir_path}/checkpoints"
+
+
 def torchrun_log_dir(job_dir_path: str) -> str:
     return f"{job_dir_path}/torchrun"
 

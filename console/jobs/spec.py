@@ -22,8 +22,8 @@ from pydantic import (
 )
 
 from console.errors import JobSpecError
-from console.jobs.notify import NOTIFY_DEFAULT_ON, NotifyChecks
 from console.jobs.models import JobKind
+from console.jobs.notify import NOTIFY_DEFAULT_ON, NotifyChecks
 from console.jobs.plan.netpresets import NetPreset
 from console.jobs.spec_options import (
     DEFAULT_HANG_TIMEOUT,
@@ -31,6 +31,7 @@ from console.jobs.spec_options import (
     HangChecks,
     NetChecks,
     RayChecks,
+    RestartChecks,
     SyncChecks,
     no_control_chars,
 )
@@ -80,10 +81,12 @@ CLI_OPTION: dict[str, str] = {
     "notify": "--notify",
     "notify_command": "--notify-command",
     "notify_on": "--notify-on",
+    "max_restarts": "--max-restarts",
+    "checkpoint_dir": "--checkpoint-dir",
 }
 
 
-class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, BaseModel):
+class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, RestartChecks, BaseModel):
     """One job as the user described it (before it is placed on hosts)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -126,6 +129,11 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, BaseMo
     notify: tuple[str, ...] = ()
     notify_command: str | None = None
     notify_on: tuple[str, ...] = NOTIFY_DEFAULT_ON
+    # Recovery (console/hostprogs/supervisor/restart.py): restarts per kind's own way
+    # (None: the leader host's max_restarts in hosts.yaml, else 0), and where every
+    # process checkpoints (None: a directory of the job on each host).
+    max_restarts: int | None = None
+    checkpoint_dir: str | None = None
 
     @field_validator("program")
     @classmethod
@@ -273,6 +281,12 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, BaseMo
     def _hang(self) -> JobSpec:
         if self.stop_on_hang and self.hang_timeout is None:
             raise _FieldProblem("stop_on_hang", "needs hang detection (a hang timeout above 0)")
+        return self
+
+    @model_validator(mode="after")
+    def _restarts(self) -> JobSpec:
+        if self.kind is JobKind.RAY and self.max_restarts:
+            raise _FieldProblem("max_restarts", "does not apply to --kind ray (Ray retries tasks)")
         return self
 
     @property

@@ -1,4 +1,5 @@
-"""The checks of a job spec's optional features: network preset, --sync, Ray, hang.
+"""The checks of a job spec's optional features: network preset, --sync, Ray, hang,
+restarts.
 
 Mixins of :class:`~console.jobs.spec.JobSpec` (pydantic collects field validators from
 plain base classes): each family's fields are declared in ``JobSpec`` (their order is
@@ -117,3 +118,29 @@ class HangChecks:
                 f"must be a number of seconds above 0 (0 or off: no hang check), got {value}"
             )
         return value
+
+
+MAX_RESTARTS_LIMIT = 100  # more is a loop, not recovery
+
+
+class RestartChecks:
+    """``max_restarts`` (``--max-restarts``) and ``checkpoint_dir`` (``--checkpoint-dir``)."""
+
+    @field_validator("max_restarts")
+    @classmethod
+    def _max_restarts(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_RESTARTS_LIMIT:
+            raise ValueError(f"must be 0..{MAX_RESTARTS_LIMIT} restarts, got {value}")
+        return value
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _checkpoint_dir(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = no_control_chars(value.strip(), "a checkpoint directory")
+        if not (value.startswith("/") or value == "~" or value.startswith("~/")):
+            raise ValueError(
+                f"must be an absolute path on the hosts (/... or ~/...), got {value!r}"
+            )
+        return value.rstrip("/") or "/"

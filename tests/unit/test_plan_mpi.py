@@ -91,6 +91,7 @@ def test_mpirun_exact_argv_env_and_rank_logs() -> None:
         "DISTCONSOLE_JOB_ID": JOB,
         "DISTCONSOLE_JOB_DIR": JD,
         "DISTCONSOLE_WORLD_SIZE": "4",
+        "DISTCONSOLE_CHECKPOINT_DIR": f"{JD}/checkpoints",
     }
     assert launch.cwd == "~/distconsole"
     # Each rank's files on the host it runs on.

@@ -53,6 +53,7 @@ def test_one_ps_two_workers_on_two_hosts() -> None:
         "U": "1",
         "DISTCONSOLE_JOB_ID": JOB,
         "DISTCONSOLE_JOB_DIR": JD,
+        "DISTCONSOLE_CHECKPOINT_DIR": f"{JD}/checkpoints",
         "DISTCONSOLE_WORLD_SIZE": "2",
         "DISTCONSOLE_TOTAL_STEPS": "9",
         "DISTCONSOLE_STEPS_PER_RANK": "4",

@@ -129,6 +129,7 @@ class SvPeers:
     def apply(self, stop_now: bool) -> None: ...
     def capture(self) -> None: ...
     def local_progress(self) -> float | None: ...
+    def from_follower_restart(self, host: str, message: dict[str, Any]) -> None: ...  # restart
 
     def accept(self) -> None:
         assert self.listener is not None
@@ -252,6 +253,8 @@ class SvPeers:
             return
         if kind == "ended":
             self.feed_end(peer.host, dict(message.get("end") or {}))
+        elif kind == "restarted":
+            self.from_follower_restart(peer.host, message)
         elif kind == "beat":
             if isinstance(message.get("progress"), (int, float)):
                 self.progress[peer.host] = float(message["progress"])

@@ -4,7 +4,10 @@ Fed typed reports (a process ended, a host went silent, a hang was seen), it dec
 job's verdict (succeeded, failed, stopped) and when every process of the job must be
 stopped: fail-fast (one non-zero exit or a silent host stops the rest), the PS rule
 (parameter servers are stopped once every worker and the chief succeeded), and a stop
-someone asked for (the job ends stopped, not failed). It does no I/O and knows no
+someone asked for (the job ends stopped, not failed), and restarts: a failed process the
+job restarts in place (``--max-restarts``: MPI's launcher, a PS worker) is not an end
+(``restart``), and restarts done by an engine itself (torchrun's) are counted
+(``note_restart``). It does no I/O and knows no
 backend: the host supervisor (``supervisor.py``, which this file is a part of on a host)
 and the console (``console/jobs/ssh/watch.py``, for a job no supervisor watches) feed it.
 
@@ -21,6 +24,9 @@ POLICY_PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job
 SUCCEEDED = "succeeded"
 FAILED = "failed"
 STOPPED = "stopped"
+# Per kind, the roles a host's supervisor restarts in place when they fail (ddp: none,
+# torchrun restarts its own workers; see JobPolicy.restart).
+POLICY_RESTARTED_ROLES = {"mpi": ("launcher",), "horovod": ("launcher",), "ps": ("worker",)}
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,43 @@ class JobPolicy:
     hung: bool = False
     stop_ordered_at: float | None = None
     ended: dict[tuple[str, str], ProcessEnded] = field(default_factory=dict)
+    max_restarts: int = 0  # per process restarted in place; ddp: torchrun's, per agent
+    restarts: dict[tuple[str, str], int] = field(default_factory=dict)  # process -> done
+
+    def restart(self, report: ProcessEnded) -> int:
+        """0: feed ``report`` as an end. N > 0: the process failed, may be restarted in
+        place (its kind's role, restarts left, nothing stopping the job) and this is its
+        N-th restart: the caller restarts it and feeds no end."""
+        proc = self.process(report.host, report.name)
+        if proc is None or proc.key in self.ended or report.exit_code == 0:
+            return 0
+        if report.stop_requested or self.verdict is not None or self.stop_ordered_at is not None:
+            return 0
+        if proc.role not in POLICY_RESTARTED_ROLES.get(self.kind, ()):
+            return 0
+        done = self.restarts.get(proc.key, 0)
+        if done >= self.max_restarts:
+            return 0
+        self.restarts[proc.key] = done + 1
+        return done + 1
+
+    def note_restart(self, host: str, name: str, count: int) -> bool:
+        """A restart done elsewhere (another host's supervisor, torchrun's agent): its
+        process's count is at least ``count``. True when that is news."""
+        key = (host, name)
+        if self.restarts.get(key, 0) >= count:
+            return False
+        self.restarts[key] = count
+        return True
+
+    @property
+    def restart_count(self) -> int:
+        """The job's restarts: torchrun restarts every host's workers together (the most
+        any agent made); a process restarted in place counts its own."""
+        counts = list(self.restarts.values())
+        if not counts:
+            return 0
+        return max(counts) if self.kind == "ddp" else sum(counts)
 
     def process(self, host: str, name: str) -> PolicyProcess | None:
         for proc in self.processes:

@@ -62,10 +62,11 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     from console.hostprogs.supervisor.notify import SvNotifier, failure_reason
     from console.hostprogs.supervisor.peers import SvPeer, SvPeers
     from console.hostprogs.supervisor.policy import JobPolicy, PolicyProcess, ProcessEnded
+    from console.hostprogs.supervisor.restart import SvRestarts
     from console.hostprogs.supervisor.wire import WireGuard
 
 
-class Supervisor(SvHangWatch, SvPeers):
+class Supervisor(SvHangWatch, SvRestarts, SvPeers):
     """The loop: local processes, peers, policy, state file (see the module doc)."""
 
     def __init__(self, job_dir: str, host: str | None = None) -> None:
@@ -101,6 +102,8 @@ class Supervisor(SvHangWatch, SvPeers):
         # only when the leader is gone).
         scope = every if self.is_leader else [p for p in every if p.host == self.host]
         self.policy = JobPolicy(scope, str(cfg["kind"]), bool(cfg.get("fail_fast", True)))
+        self.policy.max_restarts = int(cfg.get("max_restarts") or 0)
+        self.init_restarts()
         self.followers = sorted({p.host for p in every if p.host != self.leader_host})
         self.started_at = time.time()
         self.ended_at: float | None = None
@@ -191,6 +194,7 @@ class Supervisor(SvHangWatch, SvPeers):
             "hang": self.hang,
             "processes": processes,
             "unsupervised": self.unsupervised,  # host -> {at, why}: its supervisor ended
+            **self.restart_record(),
         }
         write_atomic(self.path(SV_STATE), json.dumps(record) + "\n")
         self.last_write = now
@@ -233,6 +237,7 @@ class Supervisor(SvHangWatch, SvPeers):
             else:
                 self.receive(item)
         self.watch_local()
+        self.watch_restarts()
         self.local.tick()
         now = time.time()
         if now - self.last_beat >= self.beat_s:
@@ -263,6 +268,8 @@ class Supervisor(SvHangWatch, SvPeers):
         for end in ends:
             self.dirty = True
             self.event("process-ended", **{k: v for k, v in end.items() if k != "lines"})
+            if self.restart_in_place(end):
+                continue  # --max-restarts: no end for the policy
             self.feed_end(self.host, end)
             if not self.is_leader:
                 self.send_leader({"type": "ended", "end": end})

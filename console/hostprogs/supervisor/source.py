@@ -24,6 +24,7 @@ PARTS = (
     "supervisor/hang_inspect.py",  # with hang_capture.py: hang detection is off without them
     "supervisor/hang_capture.py",
     "supervisor/local.py",
+    "supervisor/restart.py",
     "supervisor/peers.py",
     "supervisor/hang.py",
     "supervisor/notify.py",

@@ -7,6 +7,13 @@ in the job directory, so each host has two predictable files and the prefix plus
 ``RankLaunch.ranks`` attributes every line to its global rank. ``--log-dir`` points
 torchrun's own per-worker copies (in a directory with a random suffix) into the job
 directory instead of the host's /tmp.
+
+With ``--max-restarts N`` torchrun restarts the workers itself: ``--max-restarts N``
+with the c10d rendezvous (``--rdzv-backend c10d``, the job id as rendezvous id, the
+first host's agent holding the store at the master port, each agent announcing its
+inventory address with ``--local-addr``). The rendezvous then orders the hosts: which
+host holds which global ranks is torch's choice, not the plan's (ranks are per host as
+many as planned). The supervisors count those restarts (hostprogs/supervisor/restart.py).
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
 from console.jobs.plan.placement import (
     DEFAULT_PYTHON,
     Placement,
+    checkpoint_env,
     distconsole_env,
     example_uploads,
     job_env,
+    max_restarts,
     step_split,
     substitute,
 )
@@ -43,6 +52,34 @@ def script_argv(program: str, example: str | None, job_dir: str) -> tuple[str, .
     return ("--no-python", program)
 
 
+def rendezvous_args(p: Placement, node_rank: int, restarts: int) -> tuple[str, ...]:
+    """Static (fixed node ranks) without restarts; c10d with them (see the module doc)."""
+    master = p.first
+    if not restarts:
+        return (
+            "--node-rank",
+            str(node_rank),
+            "--master-addr",
+            master.address,
+            "--master-port",
+            str(p.master_port),
+        )
+    return (
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"{master.address}:{p.master_port}",
+        "--rdzv-id",
+        p.job_id,
+        "--rdzv-conf",
+        f"is_host={1 if node_rank == 0 else 0}",
+        "--local-addr",
+        p.hosts[node_rank].address,
+        "--max-restarts",
+        str(restarts),
+    )
+
+
 def plan_ddp(p: Placement) -> JobPlan:
     spec = p.spec
     nnodes = len(p.hosts)
@@ -57,6 +94,7 @@ def plan_ddp(p: Placement) -> JobPlan:
         },
     )
     master = p.first
+    restarts = max_restarts(p)
     launches: list[RankLaunch] = []
     first_rank = 0
     for node_rank, ph in enumerate(p.hosts):
@@ -66,12 +104,7 @@ def plan_ddp(p: Placement) -> JobPlan:
             str(nnodes),
             "--nproc-per-node",
             str(ph.slots),
-            "--node-rank",
-            str(node_rank),
-            "--master-addr",
-            master.address,
-            "--master-port",
-            str(p.master_port),
+            *rendezvous_args(p, node_rank, restarts),
             "--log-dir",
             paths.torchrun_log_dir(ph.job_dir),
             "--tee",
@@ -90,11 +123,17 @@ def plan_ddp(p: Placement) -> JobPlan:
                     "TORCH_FR_DUMP_TEMP_FILE": paths.flight_recorder_prefix(ph.job_dir),
                 }
             )
+        if restarts:
+            # A fresh store for the workers of each round (rank 0's, a new port): the
+            # agents' shared store keeps the last round's addresses, and an agent that
+            # restarts for a peer's failure gives its workers the old round's prefix.
+            defaults["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
         if ph.interface:
             defaults["NCCL_SOCKET_IFNAME"] = ph.interface
             defaults["GLOO_SOCKET_IFNAME"] = ph.interface
         fixed = {
             **distconsole_env(p.job_id, ph.job_dir, world_size, spec.total_steps, steps_per_rank),
+            **checkpoint_env(spec, ph.job_dir),
             "MASTER_ADDR": master.address,
             "MASTER_PORT": str(p.master_port),
             "WORLD_SIZE": str(world_size),
@@ -133,4 +172,5 @@ def plan_ddp(p: Placement) -> JobPlan:
         warnings=p.warnings,
         uploads=example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts)),
         fail_fast=spec.fail_fast,
+        max_restarts=restarts,
     )

@@ -41,11 +41,14 @@ from console.jobs.plan.mpi_ranks import (
     rank_script,
 )
 from console.jobs.plan.placement import (
+    RESTART_VAR,
     PlacedHost,
     Placement,
+    checkpoint_env,
     distconsole_env,
     example_uploads,
     job_env,
+    max_restarts,
     program_argv,
     step_split,
     substitute,
@@ -123,6 +126,7 @@ def _env(p: Placement, placed: PlacedHost, world_size: int, spr: int | None) -> 
     if found:
         defaults["NCCL_SOCKET_IFNAME"] = ",".join(found)
     fixed = distconsole_env(p.job_id, placed.job_dir, world_size, spec.total_steps, spr)
+    fixed.update(checkpoint_env(spec, placed.job_dir))
     return job_env(placed, spec, defaults=defaults, fixed=fixed)
 
 
@@ -144,7 +148,9 @@ def mpirun_argv(p: Placement, env: dict[str, str], program: tuple[str, ...]) -> 
     if port is not None:
         argv += ["--mca", "plm_rsh_args", f"-p {port}"]
     forwarded: list[str] = []
-    for name in (*ALWAYS_FORWARDED, *env):
+    # The restart's number (the wrapper sets it; --max-restarts re-runs mpirun).
+    restart = (RESTART_VAR,) if max_restarts(p) else ()
+    for name in (*ALWAYS_FORWARDED, *env, *restart):
         if name not in forwarded:
             forwarded.append(name)
             argv += ["-x", name]
@@ -232,4 +238,5 @@ def plan_mpi(p: Placement) -> JobPlan:
         warnings=tuple(warnings),
         uploads=uploads,
         fail_fast=spec.fail_fast,
+        max_restarts=max_restarts(p),
     )

@@ -245,6 +245,23 @@ def distconsole_env(
     return env
 
 
+CHECKPOINT_VAR = "DISTCONSOLE_CHECKPOINT_DIR"
+RESTART_VAR = "DISTCONSOLE_RESTART_COUNT"  # set by the wrapper (0) and on each restart
+
+
+def max_restarts(p: Placement) -> int:
+    """--max-restarts, else the leader host's ``max_restarts`` (hosts.yaml), else 0."""
+    if p.spec.max_restarts is not None:
+        return p.spec.max_restarts
+    return p.first.host.max_restarts or 0
+
+
+def checkpoint_env(spec: JobSpec, job_dir: str) -> dict[str, str]:
+    """Where the process checkpoints: --checkpoint-dir, else checkpoints/ in its job
+    directory on its host (kept across restarts; the wrapper creates it)."""
+    return {CHECKPOINT_VAR: spec.checkpoint_dir or paths.checkpoint_dir(job_dir)}
+
+
 def check_port_range(base: int, count: int) -> None:
     if base + count - 1 > 65535:
         raise PlanError(

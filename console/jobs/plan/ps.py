@@ -18,9 +18,11 @@ from console.jobs.plan.placement import (
     PlacedHost,
     Placement,
     check_port_range,
+    checkpoint_env,
     distconsole_env,
     example_uploads,
     job_env,
+    max_restarts,
     program_argv,
     step_split,
     substitute,
@@ -75,6 +77,7 @@ def plan_ps(p: Placement) -> JobPlan:
             "DISTCONSOLE_TASK_TYPE": kind,
             "DISTCONSOLE_TASK_INDEX": str(index),
             "TF_CONFIG": tf_config(cluster, kind, index),
+            **checkpoint_env(spec, ph.job_dir),
         }
         logs = (
             LogFile(paths.process_stdout(ph.job_dir, kind, index), "stdout", kind, index=index),
@@ -112,4 +115,5 @@ def plan_ps(p: Placement) -> JobPlan:
         warnings=tuple(warnings),
         uploads=example_uploads(spec, ((h.name, h.job_dir) for h in involved)),
         fail_fast=spec.fail_fast,
+        max_restarts=max_restarts(p),
     )

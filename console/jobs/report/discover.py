@@ -231,7 +231,14 @@ class DiscoveredJob:
             "first_failure": self.first_failure(),
             "alive": self.alive,
             "ended_at": truth.get("ended_at"),
+            "restarts": restarts_of(truth),
         }
+
+
+def restarts_of(record: Mapping[str, Any]) -> int:
+    """The restarts a supervisor record counts (0 before --max-restarts existed)."""
+    count = record.get("restarts")
+    return count if isinstance(count, int) and count > 0 else 0
 
 
 def failure_text(failure: Mapping[str, Any], document: Mapping[str, Any] | None = None) -> str:

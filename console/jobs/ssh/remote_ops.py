@@ -34,14 +34,14 @@ from console.jobs.paths import (
     shell_join,
     shell_word,
 )
-from console.jobs.plan.placement import HANG_HOOK_VAR
+from console.jobs.plan.placement import CHECKPOINT_VAR, HANG_HOOK_VAR, RESTART_VAR
 from console.names import JOB_ID_VAR, env_name_problem
 from console.transport.ship import HostProgram, shipment, with_setup
 
 PROCESS_VAR = "DISTCONSOLE_PROCESS"
 SETUP_FAILED = 126  # exit status recorded when the host's setup line fails
 CWD_FAILED = 127  # ... when the working directory cannot be entered
-HOME_EXPANDED_VARS = frozenset({HANG_HOOK_VAR, "TORCH_FR_DUMP_TEMP_FILE"})
+HOME_EXPANDED_VARS = frozenset({HANG_HOOK_VAR, "TORCH_FR_DUMP_TEMP_FILE", CHECKPOINT_VAR})
 
 
 @functools.cache
@@ -137,8 +137,9 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
     exit_path = paths.exit_file(job_dir, name)
     exit_file = shell_word(exit_path)
     exit_tmp = shell_word(paths.temporary(exit_path))
-    redirect = f"exec >{shell_word(out.stdout)} " + (
-        "2>&1" if out.stderr is None else f"2>{shell_word(out.stderr)}"
+    # Appended: a process restarted in place (--max-restarts) goes on in the same files.
+    redirect = f"exec >>{shell_word(out.stdout)} " + (
+        "2>&1" if out.stderr is None else f"2>>{shell_word(out.stderr)}"
     )
     lines = [
         f"# distconsole job {job_id}: {name} on {host.name}",
@@ -155,6 +156,8 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         "}",
         f"export {JOB_ID_VAR}={shlex.quote(job_id)}",
         f"export {PROCESS_VAR}={shlex.quote(name)}",
+        # 0, or the restart's number when the supervisor runs this again.
+        f'export {RESTART_VAR}="${{{RESTART_VAR}:-0}}"',
     ]
     body = [f"cd -- {shell_word(launch.cwd)} || distconsole_finish {CWD_FAILED}"]
     for key, value in launch.env.items():
@@ -165,6 +168,8 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         # their ~/ expanded by this shell: Python and PyTorch would take "~" literally.
         word = shell_word(value) if key in HOME_EXPANDED_VARS else shlex.quote(value)
         body.append(f"export {key}={word}")
+    if CHECKPOINT_VAR in launch.env:
+        body.append(f'mkdir -p -- "${CHECKPOINT_VAR}"')
     if HANG_HOOK_VAR in launch.env:
         # First on PYTHONPATH at run time, so the user's (--env, or set by the host's
         # setup line) still follows it.

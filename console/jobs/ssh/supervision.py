@@ -85,6 +85,7 @@ def supervisor_spec(
         "poll_s": POLL_S,
         "hang_timeout": plan.hang_timeout,
         "stop_on_hang": plan.stop_on_hang,
+        "max_restarts": plan.max_restarts,
         "name": plan.name,
         "notify": dataclasses.asdict(plan.notify) if plan.notify is not None else None,
         "processes": processes,

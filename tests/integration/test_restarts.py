@@ -1,0 +1,127 @@
+"""--max-restarts on real sshd hosts, no console open after ``launch --detach``: torchrun's
+own restarts (c10d) seen by the supervisors as restarts, every rank resuming from its
+checkpoint; mpirun re-run by the launcher host's supervisor; a PS worker restarted in
+place by its host's supervisor. ``jobs --json`` counts the restarts; each one is an
+event in the leader's ``events.jsonl`` naming its host and cause."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshd_cluster import SshdCluster
+
+from tests.integration.test_jobs_cli import assert_nothing_left, dc, jobs_json
+from tests.integration.test_supervisor import events, job_dir
+
+pytestmark = [pytest.mark.sshd, pytest.mark.slow]
+
+JOB_TIMEOUT_S = 240
+
+
+def launch(tmp_path: Path, cluster: SshdCluster, *options: str) -> str:
+    result = dc(tmp_path, "launch", str(cluster.inventory_path), "--detach", *options)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def wait_until_over(tmp_path: Path, cluster: SshdCluster) -> dict[str, Any]:
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while True:
+        [job] = jobs_json(tmp_path, cluster.inventory_path)
+        if job["state"] not in ("running", "starting") or time.monotonic() > deadline:
+            return job
+        time.sleep(1)
+
+
+def restarted(cluster: SshdCluster, job_id: str) -> list[dict[str, Any]]:
+    return [e for e in events(cluster, "node0", job_id) if e["event"] == "restarted"]
+
+
+def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(sshd_cluster, tmp_path) -> None:
+    """2 hosts x 2 ranks, rank 1 exits 3 at step 30 on the first attempt only."""
+    cluster = sshd_cluster(n=2)
+    job_id = launch(
+        tmp_path, cluster, "--kind", "ddp", "--gpus-per-host", "2", "--max-restarts", "2",
+        "--", "example:ddp", "--steps", "60", "--crash-rank", "1", "--crash-at-step", "30",
+        "--crash-once",
+    )  # fmt: skip
+    job = wait_until_over(tmp_path, cluster)
+    outputs = {
+        host: (job_dir(cluster, host, job_id) / f"torchrun-{i}.out").read_text(errors="replace")
+        for i, host in enumerate(("node0", "node1"))
+    }
+    errors = [
+        (job_dir(cluster, host, job_id) / f"torchrun-{i}.err").read_text(errors="replace")[-6000:]
+        for i, host in enumerate(("node0", "node1"))
+    ]
+    assert job["state"] == "succeeded", (job, errors)
+    assert job["restarts"] == 1, job
+    text = "\n".join(outputs.values())
+    resumed = {int(r): int(s) for r, s in re.findall(r"rank (\d) resumed from step (\d+)", text)}
+    assert sorted(resumed) == [0, 1, 2, 3], text[-3000:]
+    assert all(25 <= step <= 30 for step in resumed.values()), resumed
+    assert len(re.findall(r"rank \d params_checksum=", text)) == 4
+    [event] = restarted(cluster, job_id)
+    assert event["count"] == 1 and event["cause"]["exit_code"] == 3, event
+    assert event["cause"]["host"] in ("node0", "node1") and event["cause"]["local_rank"] in (0, 1)
+    assert_nothing_left(cluster)
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+def test_mpirun_is_run_again_and_succeeds_on_its_second_attempt(sshd_cluster, tmp_path) -> None:
+    cluster = sshd_cluster(n=2, shared_account=True)
+    cluster.write_inventory(interface="lo")
+    # Every rank fails on the first attempt (restart 0), succeeds on the second.
+    job_id = launch(
+        tmp_path, cluster, "--kind", "mpi", "--gpus-per-host", "1", "--max-restarts", "1",
+        "--", "/bin/sh", "-c",
+        'echo "rank $OMPI_COMM_WORLD_RANK restart $DISTCONSOLE_RESTART_COUNT"; '
+        'test "$DISTCONSOLE_RESTART_COUNT" = 1 || exit 3',
+    )  # fmt: skip
+    job = wait_until_over(tmp_path, cluster)
+    assert job["state"] == "succeeded", job
+    assert job["restarts"] == 1, job
+    [event] = restarted(cluster, job_id)
+    assert event["process"] == "launcher-0" and event["count"] == 1, event
+    assert event["cause"]["host"] == "node0" and event["cause"]["exit_code"] != 0, event
+    assert_nothing_left(cluster)
+
+
+def test_mpirun_failing_every_attempt_fails_after_its_restarts(sshd_cluster, tmp_path) -> None:
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun is not installed")
+    cluster = sshd_cluster(n=2, shared_account=True)
+    cluster.write_inventory(interface="lo")
+    job_id = launch(
+        tmp_path, cluster, "--kind", "mpi", "--gpus-per-host", "1", "--max-restarts", "1",
+        "--", "/bin/sh", "-c", "exit 3",
+    )  # fmt: skip
+    job = wait_until_over(tmp_path, cluster)
+    assert job["state"] == "failed" and job["restarts"] == 1, job
+    assert len(restarted(cluster, job_id)) == 1
+    assert_nothing_left(cluster)
+
+
+def test_a_failed_ps_worker_is_restarted_in_place(sshd_cluster, tmp_path) -> None:
+    cluster = sshd_cluster(n=2)
+    job_id = launch(
+        tmp_path, cluster, "--kind", "ps", "--ps", "1", "--workers", "2",
+        "--max-restarts", "1", "--", "example:ps", "--steps", "30", "--sleep", "0.05",
+        "--crash-rank", "1", "--crash-at-step", "10", "--crash-once",
+    )  # fmt: skip
+    job = wait_until_over(tmp_path, cluster)
+    assert job["state"] == "succeeded", job
+    assert job["restarts"] == 1, job
+    [event] = restarted(cluster, job_id)
+    assert event["process"] == "worker-1" and event["cause"]["exit_code"] == 3, event
+    host = event["of_host"]
+    out = (job_dir(cluster, host, job_id) / "worker-1.out").read_text()
+    # The first attempt's lines stay (appended), then the resumed run's.
+    assert "worker 1 step 9/30" in out and "worker 1 resumed from step 9 (restart 1)" in out, out
+    assert "worker 1 step 30/30" in out and "worker 1 done" in out
+    assert_nothing_left(cluster)
