@@ -35,7 +35,8 @@ OCCUPANCY = {
     "node201": (job(BOB, (0, 1, 2, 3), False), job(MINE, (6, 7), True)),
     # a CPU-only job: listed on the host, holds no cell
     "node202": (SlurmJobOnNode("80", "carol", "prep", "RUNNING"),),
-    "n999": (job(BOB, (0,), False),),  # a node no inventory host maps to: not on this screen
+    # a node no inventory host maps to: drawn as a host known only from Slurm
+    "n999": (job(BOB, (0,), False),),
 }
 
 
@@ -72,14 +73,15 @@ async def test_slurm_jobs_mark_cells_summary_and_host_detail() -> None:
         assert markers(grid, "node200") == " " * 8  # before: no job holds these GPUs
         app.apply_slurm(OCCUPANCY)
         await pilot.pause()
-        assert set(app.store.slurm) == {"node200", "node201", "node202"}
+        assert set(app.store.slurm) == {"node200", "node201", "node202", "n999"}
+        assert list(app.store.slurm_hosts) == ["n999"] and "n999" in grid.grid.where
         letters = grid.letters.labels()
         bob, mine = letters["slurm 4242 bob train"], letters["slurm 77 alice eval (yours)"]
         assert markers(grid, "node200") == bob * 4 + " " * 4
         assert markers(grid, "node201") == bob * 4 + " " * 2 + mine * 2
         assert markers(grid, "node202") == " " * 8
         legend = text_of(screen, "#grid-legend")
-        assert f"{bob} slurm 4242 bob train 8 GPUs" in legend
+        assert f"{bob} slurm 4242 bob train 9 GPUs" in legend  # n999's too
         assert f"{mine} slurm 77 alice eval (yours) 2 GPUs" in legend
         assert "carol" not in legend  # no GPU held: not a GPU line
 
@@ -99,6 +101,7 @@ async def test_slurm_jobs_mark_cells_summary_and_host_detail() -> None:
         await pilot.pause()
         assert app.store.slurm == {}
         assert markers(grid, "node201") == " " * 8
+        assert "n999" in grid.grid.where  # still drawn, as an inventory host would be
         assert "slurm 4242" not in text_of(screen, "#grid-legend")
 
 
@@ -132,12 +135,12 @@ async def test_sort_and_group_by_job_fall_back_to_the_slurm_job() -> None:
             await pilot.press("b")
         await pilot.pause()
         lines = grid.grid.lines
-        bob = "slurm 4242 bob train (2 hosts)"
+        bob = "slurm 4242 bob train (3 hosts)"  # n999, known only from Slurm, too
         headings = [i for i, (heading, _row) in enumerate(lines) if heading is not None]
         at = next(i for i in headings if lines[i][0] == bob)
         following = next(i for i in headings if i > at)
         under_bob = {h for _heading, row in lines[at:following] for h in row}
-        assert under_bob == {"node200", "node201"}
+        assert under_bob == {"node200", "node201", "n999"}
 
 
 async def test_an_open_host_detail_follows_the_slurm_jobs() -> None:

@@ -20,7 +20,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Header, Input, Static
 
@@ -29,7 +28,8 @@ from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.attention import Thresholds
 from console.ui.host_filter import host_shown, no_match_text
-from console.ui.overview import ClusterSummary, HostTotals, slurm_held, summary_text
+from console.ui.overview import ClusterSummary, HostTotals, summary_text
+from console.ui.screens.cluster_slurm import ClusterSlurm, legend_note
 from console.ui.services import Services
 from console.ui.widgets.gpu_columns import GpuColumnsHeader
 from console.ui.widgets.gpu_grid import GpuGrid
@@ -42,7 +42,7 @@ from console.ui.widgets.keys_footer import KeysFooter
 DENSE_FROM_HOSTS = 17
 
 
-class ClusterScreen(Screen[None]):
+class ClusterScreen(ClusterSlurm):
     DEFAULT_CSS = """
     ClusterScreen #no-match {
         padding: 1 2;
@@ -72,6 +72,8 @@ class ClusterScreen(Screen[None]):
         self.query_text = ""
         self.attention_only = False
         self.dense = len(self.inventory.hosts) >= DENSE_FROM_HOSTS
+        # The inventory's hosts, then Slurm nodes no inventory host maps to (store.py).
+        self.hosts = [*self.inventory.hosts, *services.store.slurm_hosts.values()]
         self._panels: dict[str, HostPanel] = {}
         self._stats: dict[str, HostTotals] = {}
         # What the summary and legend lines show now: most batches change neither, and
@@ -80,7 +82,7 @@ class ClusterScreen(Screen[None]):
         self._legend_shown: Text | None = None
         self._longest_name = 0
         self.grid = GpuGrid(
-            self.inventory.hosts,
+            self.hosts,
             services.store.views,
             services.store.statuses,
             thresholds=self.thresholds,
@@ -105,13 +107,15 @@ class ClusterScreen(Screen[None]):
         yield Static("", id="grid-legend")
         yield KeysFooter()
 
-    def _make_panels(self) -> list[HostPanel]:
-        for host in self.inventory.hosts:
+    def _make_panels(self, hosts: Iterable[Host] | None = None) -> list[HostPanel]:
+        made = []
+        for host in self.hosts if hosts is None else hosts:
             panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
             panel.attention_only = self.attention_only
             panel.display = self._host_visible(host)
             self._panels[host.name] = panel
-        return list(self._panels.values())
+            made.append(panel)
+        return made
 
     @property
     def views(self) -> Mapping[str, HostView]:
@@ -163,18 +167,6 @@ class ClusterScreen(Screen[None]):
             self._apply_visibility()  # which hosts need attention may have changed
         self._show_summary()
 
-    def apply_slurm(self, changed: Mapping[str, object]) -> None:
-        """Hosts whose Slurm jobs changed (already in the store, ``grid.slurm``)."""
-        for name in changed:
-            for label, _gpus in slurm_held(self.services.store.slurm.get(name, ())):
-                self.grid.letters.letter(label)
-        if not self.is_mounted:
-            return
-        if self.dense:
-            self.grid.take(changed)
-            self._show_legend()
-        self._show_summary()
-
     def _panels_take(self, batch: Mapping[str, HostView], longest: int) -> None:
         if longest != self._longest_name:
             # Every panel's columns line up under one header: a longer name widens all.
@@ -216,7 +208,7 @@ class ClusterScreen(Screen[None]):
     def _show_legend(self) -> None:
         palette = self.grid.palette()
         text = legend(palette, self.grid.metric, self.grid.sort, self.grid.group)
-        text.append("\n")
+        text.append(legend_note(self.hosts) + "\n")
         text.append_text(jobs_text(palette, self._cluster_summary().jobs, self.grid.letters))
         if text != self._legend_shown:
             self._legend_shown = text
@@ -277,7 +269,7 @@ class ClusterScreen(Screen[None]):
     def _cluster_summary(self) -> ClusterSummary:
         # Per-host figures are computed once per new view, not over every GPU per batch.
         slurm = self.services.store.slurm.values()
-        return ClusterSummary.of(len(self.inventory.hosts), self._stats.values(), slurm)
+        return ClusterSummary.of(len(self.hosts), self._stats.values(), slurm)
 
     def _summary(self) -> str:
         return summary_text(
@@ -383,7 +375,7 @@ class ClusterScreen(Screen[None]):
         """The host Enter opens: the grid's cursor, or the focused panel."""
         if self.dense:
             name = self.grid.cursor
-            return next((h for h in self.inventory.hosts if h.name == name), None)
+            return next((h for h in self.hosts if h.name == name), None)
         focused = self.focused
         if not isinstance(focused, HostPanel):
             self._focus_first_panel()
