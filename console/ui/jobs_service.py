@@ -69,6 +69,12 @@ class JobRow:
     failure: str
     # What the hosts' supervisors add (a dead supervisor, a hang): jobs/report/bundle.py's lines.
     notes: tuple[str, ...] = ()
+    restarts: int = 0  # --max-restarts: restarts so far (the leader's supervisor's count)
+
+    @property
+    def state_text(self) -> str:
+        """``running``, or ``running · restart 2`` once the job restarted."""
+        return self.state.value + (f" · restart {self.restarts}" if self.restarts else "")
 
     def duration(self, now: float) -> float:
         return (self.ended or now) - self.started
@@ -76,9 +82,10 @@ class JobRow:
 
 def row_of_job(job: Job) -> JobRow:
     failure = job.failure.describe() if job.failure else ""
+    restarts = max((getattr(r, "restarts", 0) for r in job.supervisors.values()), default=0)
     return JobRow(
         job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
-        job.hosts, job.plan.world_size, failure,
+        job.hosts, job.plan.world_size, failure, restarts=restarts,
     )  # fmt: skip
 
 
@@ -97,6 +104,7 @@ def row_of_summary(summary: JobSummary) -> JobRow:
     return JobRow(
         summary.id, summary.name, summary.kind.value, summary.state, summary.started,
         summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,
+        int((summary.host_view or {}).get("restarts") or 0),
     )  # fmt: skip
 
 

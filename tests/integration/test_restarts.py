@@ -69,6 +69,12 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(sshd_cluster
     [event] = restarted(cluster, job_id)
     assert event["count"] == 1 and event["cause"]["exit_code"] == 3, event
     assert event["cause"]["host"] in ("node0", "node1") and event["cause"]["local_rank"] in (0, 1)
+    out = tmp_path / "report"
+    made = dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    summary = (out / "summary.txt").read_text()
+    assert re.search(r"restarts: 1; the last: rank \d on node\d \(exit status 3\)", summary)
+    assert " restarted " in (out / "timeline.txt").read_text()
     assert_nothing_left(cluster)
 
 

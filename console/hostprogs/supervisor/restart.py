@@ -98,6 +98,7 @@ class SvRestarts:
     def init_restarts(self) -> None:
         self.restarted_children: list[subprocess.Popen[bytes]] = []
         self.torchrun_attempt = 0  # the highest attempt_N seen (ddp)
+        self.last_restart: dict[str, Any] | None = None  # its cause, for supervisor.json
 
     if TYPE_CHECKING:  # provided by the supervisor and its peers part (after this in the MRO)
 
@@ -137,6 +138,7 @@ class SvRestarts:
         """Record restart ``count`` of ``host``'s process ``name`` (seen here, or told by a
         follower) and pass it on to the leader."""
         self.policy.note_restart(host, name, count)
+        self.last_restart = dict(cause, host=host, process=name, count=count, at=time.time())
         self.event("restarted", process=name, of_host=host, count=count, cause=cause)
         self.dirty = True
         if host == self.host and not self.is_leader:
@@ -176,4 +178,4 @@ class SvRestarts:
 
     def restart_record(self) -> dict[str, Any]:
         """The restarts for ``supervisor.json``."""
-        return {"restarts": self.policy.restart_count}
+        return {"restarts": self.policy.restart_count, "last_restart": self.last_restart}

@@ -157,6 +157,19 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
     return lines
 
 
+def restart_lines(view: Mapping[str, Any], truth: Mapping[str, Any]) -> list[str]:
+    """``restarts: 2; the last: rank 1 on node0 (exit status 3)`` (--max-restarts)."""
+    count = truth.get("restarts") or view.get("restarts")
+    if not isinstance(count, int) or count <= 0:
+        return []
+    last = truth.get("last_restart") or view.get("last_restart")
+    if not isinstance(last, Mapping):
+        return [f"restarts: {count}"]
+    who = f"rank {last['rank']}" if isinstance(last.get("rank"), int) else last.get("process")
+    how = f"exit status {last['exit_code']}" if last.get("exit_code") is not None else "ended"
+    return [f"restarts: {count}; the last: {who} on {last.get('host')} ({how})"]
+
+
 def host_view_lines(
     view: Mapping[str, Any], supervisor: Mapping[str, Any] | None = None
 ) -> list[str]:
@@ -164,7 +177,7 @@ def host_view_lines(
     (the jobs screen shows these under the selected job, summary.txt too; the screen
     adds its key hint, ``ui/jobs_service.screen_notes``)."""
     truth = supervisor or {}
-    lines = []
+    lines = restart_lines(view, truth)
     unsupervised = view.get("unsupervised") or []
     if unsupervised:
         lines.append(

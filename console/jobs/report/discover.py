@@ -232,6 +232,7 @@ class DiscoveredJob:
             "alive": self.alive,
             "ended_at": truth.get("ended_at"),
             "restarts": restarts_of(truth),
+            "last_restart": truth.get("last_restart"),
         }
 
 

@@ -100,6 +100,7 @@ class SupervisorRecord:
     processes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # hosts whose supervisor ended while they live (the leader's note; a follower's: its leader)
     unsupervised: tuple[str, ...] = ()
+    restarts: int = 0  # --max-restarts: the restarts the leader counted
 
     @property
     def final(self) -> bool:
@@ -125,6 +126,7 @@ class SupervisorRecord:
                 str(k): v for k, v in (raw.get("processes") or {}).items() if isinstance(v, dict)
             },
             unsupervised=tuple(str(h) for h in raw.get("unsupervised") or ()),
+            restarts=raw["restarts"] if isinstance(raw.get("restarts"), int) else 0,
         )
 
 

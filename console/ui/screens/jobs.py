@@ -148,7 +148,7 @@ class JobsScreen(Screen[None]):
             plain(row.id),
             plain(row.name),
             plain(row.kind),
-            Text(row.state.value, style=f"bold {colour}"),
+            Text(row.state_text, style=f"bold {colour}"),
             plain(duration(row.duration(now))),
             plain(", ".join(row.hosts)),
             plain(row.ranks),

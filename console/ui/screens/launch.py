@@ -56,8 +56,26 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
         "default 300: no new log line for so long = hung; 0/off",
     ),
     ("sync", "Sync directory", "local dir put on every host first; program and workdir inside it"),
+    (
+        "max_restarts",
+        "Max restarts",
+        "restart a failed job up to N times its engine's way (default: inventory's, else 0)",
+    ),
+    (
+        "checkpoint_dir",
+        "Checkpoint directory",
+        "DISTCONSOLE_CHECKPOINT_DIR on the hosts (default: checkpoints/ in the job's dir)",
+    ),
 )
-INT_FIELDS = ("gpus_per_host", "total_steps", "ps", "workers", "master_port", "ray_dashboard_port")
+INT_FIELDS = (
+    "gpus_per_host",
+    "total_steps",
+    "ps",
+    "workers",
+    "master_port",
+    "ray_dashboard_port",
+    "max_restarts",
+)
 PS_ONLY = ("ps", "workers")
 NET_HCA = ("ib", "roce")  # the presets that take an HCA list (console/jobs/plan/netpresets.py)
 RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")

@@ -68,6 +68,12 @@ class LogsPanels:
         row = screen.services.store.jobs.get(screen.plan.job_id)
         return row.state.value if row is not None and row.state.finished else None
 
+    def restarts(self) -> int:
+        """The job's restarts so far (--max-restarts), from the jobs store's row."""
+        screen = self.screen
+        row = screen.services.store.jobs.get(screen.plan.job_id)
+        return row.restarts if row is not None else 0
+
     def summary(self) -> None:
         screen = self.screen
         if not screen.query("#logs-summary"):
@@ -85,5 +91,6 @@ class LogsPanels:
             filter_context=screen.context_lines if screen.filter_mode else None,
             note=screen.notes[-1] if screen.notes else None,
             ended=self.ended(),
+            restarts=self.restarts(),
         )
         screen.query_one("#logs-summary", LogsSummary).say(parts)

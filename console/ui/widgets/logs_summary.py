@@ -26,6 +26,7 @@ def summary_parts(
     filter_context: int | None,
     note: str | None,
     ended: str | None = None,
+    restarts: int = 0,
 ) -> list[str]:
     """What the summary says, in order; ``filter_context`` is None outside filter mode;
     ``ended``: the state of a job that has ended (nothing more to follow, no stalls)."""
@@ -34,6 +35,8 @@ def summary_parts(
         f"{received} lines",
         f"ended: {ended}" if ended else "following" if following else "PAUSED (f follows)",
     ]
+    if restarts:
+        parts.append(f"restart {restarts}")
     if progress is not None and any(r.step is not None for r in progress.ranks):
         parts.append(steps_reading(progress, split_total=split_total))
         if progress.samples_per_s is not None:
