@@ -25,6 +25,9 @@ step itself (to a string) so its cost is counted as it would be on a real termin
 
     python bench/cluster_ui.py [--hosts 8,32,64] [--duration 20] [--size 200x60] [--repeat 1]
 
+``BENCH_METRICS=S`` turns the console's Prometheus endpoint on (``--metrics-listen``) and
+scrapes it every S seconds from a thread of the console's process.
+
 ``BENCH_PROFILE=FILE`` writes a cProfile of the console's event-loop thread from creating
 the app to the first frame to FILE, and of the steady window to FILE.steady (one N; the
 profiler slows the console, so that run's figures are not comparable).
@@ -34,11 +37,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -162,6 +167,7 @@ async def run_worker(
     if profiler is not None:
         profiler.enable()
     app = DistConsoleApp(inventory)
+    scraping = _metrics_on(app)
     screen = app.cluster_screen
     result: dict[str, Any] = {}
 
@@ -270,7 +276,34 @@ async def run_worker(
         result["typing_ms"] = typing
         result["peak_rss_mib"] = peak_rss_mib()
         await pilot.pause()
+    if scraping is not None:
+        scraping.set()
     return result
+
+
+def _metrics_on(app: Any) -> threading.Event | None:
+    """``BENCH_METRICS=S``: the console's Prometheus endpoint on (``--metrics-listen``) and
+    scraped every S seconds from a thread of this process (its client's CPU counted as the
+    console's: an upper bound of what the endpoint costs)."""
+    every = float(os.environ.get("BENCH_METRICS", "0") or 0)
+    if every <= 0:
+        return None
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    app.services.metrics_listen = ("127.0.0.1", port)
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.wait(every):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+
+    threading.Thread(target=scrape, name="bench-scraper", daemon=True).start()
+    return stop
 
 
 def worker(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
+from console.errors import ConsoleError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
@@ -78,11 +79,18 @@ class JobFeed:
         self.source = source
         self.every_s = every_s
         self.followers: dict[str, asyncio.Task[None]] = {}
+        self.problem: str | None = None  # why the last sweep or a follower failed
 
     async def run(self) -> None:
+        """Sweep every ``every_s``; a sweep that fails (a host's scan, the history) is
+        kept in ``problem`` and tried again next time, the last figures staying."""
         try:
             while True:
-                await self.sweep()
+                try:
+                    await self.sweep()
+                    self.problem = None
+                except ConsoleError as exc:
+                    self.problem = str(exc)
                 await asyncio.sleep(self.every_s)
         finally:
             await self.close()
@@ -95,8 +103,14 @@ class JobFeed:
         running = {r.id: r for r in shown if r.state in FOLLOWED_STATES}
         for job_id in [j for j in self.followers if j not in running]:
             self.followers.pop(job_id).cancel()
+            self.source.set_ranks(job_id, ())  # ended: no steps/s frozen at its last value
         for job_id, record in running.items():
             task = self.followers.get(job_id)
+            if task is not None and task.done() and not task.cancelled():
+                failed = task.exception()  # a follower's bug: say it, start it again
+                self.problem = (
+                    f"{job_id}: following its logs failed: {failed!r}" if failed else None
+                )
             if task is None or task.done():
                 self.followers[job_id] = asyncio.create_task(
                     follow_steps(self.pool, record, self.source), name=f"metrics:steps:{job_id}"
