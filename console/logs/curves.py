@@ -21,7 +21,7 @@ from console.logs.steps import RankSteps
 MAX_POINTS = 2000  # per rank
 BAND_RANKS = 16  # more ranks than this: one min/median/max band instead of a line each
 BAND_BINS = 200  # steps grid of a band
-FIGURES = ("loss", "rate")  # rate: steps per second
+FIGURES = ("loss", "rate", "samples")  # rate: steps per second; samples: samples/s
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,9 @@ def batch(job: str, step: int, ranks: int, *, slow: int | None = None) -> LogBat
     for rank in range(ranks):
         at = step - 5 if rank == slow else step
         rate = 4.0 if rank == slow else 10.0 + rank % 3
-        text = f"rank {rank} step {at} loss {2.0 / (at + 1):.4f} steps/s {rate}"
+        text = (
+            f"rank {rank} step {at} loss {2.0 / (at + 1):.4f} steps/s {rate} samples/s {rate * 32}"
+        )
         host = f"node{rank % 4}"
         lines.append(LogLine(job, host, rank, rank // 4, "stdout", text, FROZEN_NOW + step))
     return LogBatch("node0", tuple(lines), received=FROZEN_NOW + step)
@@ -82,6 +84,11 @@ async def test_curves_key_shows_loss_and_rate_per_rank(size: tuple[int, int]) ->
         assert [p.step for p in points[1]][-1] == 50  # the straggler, 5 behind
         # Steps/s as the step parser measures them: 5 steps per 5 s of arrivals.
         assert points[1][-1].rate == 1.0 and points[0][-1].loss == pytest.approx(2 / 56, 1e-3)
+        await pilot.press("s")  # the lower plot: samples/s as printed
+        assert rate.figure == "samples" and rate.lines == 8
+        assert points[1][-1].samples == 128.0
+        await pilot.press("s")
+        assert rate.figure == "rate"
         await pilot.press("c")  # back to the logs
         assert app.screen is logs
 

@@ -1,7 +1,8 @@
 """Training curves of the job whose logs are open (``c`` on the logs screen, and the
 palette): loss and steps/s per rank over steps, read from the logs by the step parser
 (the logs screen's ``CurveStore``); one line per rank, min/median/max past 16 ranks.
-Redrawn every ``refresh_s`` while shown; q, Esc or c go back to the logs."""
+``s`` switches the lower plot to samples/s (where printed) and back. Redrawn every
+``refresh_s`` while shown; q, Esc or c go back to the logs."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ CURVES_BINDING = Binding("c", "curves", "Curves")
 class CurvesScreen(Screen[None]):
     BINDINGS = [
         Binding("q,escape,c", "back", "Back"),
+        Binding("s", "samples", "Steps/s or samples/s"),
     ]
     DEFAULT_CSS = """
     CurvesScreen .curves-plot { height: 1fr; }
@@ -58,6 +60,12 @@ class CurvesScreen(Screen[None]):
         self.query_one("#curves-summary", Static).update(summary(self.job_id, curves))
         for plot in self.query(CurvesPlot):
             plot.show(curves)
+
+    def action_samples(self) -> None:
+        """The lower plot: steps/s, or samples/s where the trainers print them."""
+        plot = self.query_one("#curves-rate", CurvesPlot)
+        plot.figure = "samples" if plot.figure == "rate" else "rate"
+        self.redraw()
 
     def action_back(self) -> None:
         self.dismiss(None)

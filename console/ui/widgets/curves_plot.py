@@ -10,7 +10,7 @@ from textual_plotext import PlotextPlot
 from console.logs.curves import BAND_RANKS, CurvePoint, band, series
 from console.logs.models import RankKey, rank_label
 
-TITLES = {"loss": "loss", "rate": "steps/s"}
+TITLES = {"loss": "loss", "rate": "steps/s", "samples": "samples/s"}
 
 
 class CurvesPlot(PlotextPlot):
