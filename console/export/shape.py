@@ -154,6 +154,11 @@ def _shape(
             "world_size": world_size,
         },
     )
+    if spec.max_restarts:
+        extra.append(
+            "--max-restarts does not travel to an exported or Slurm job yet (no torchrun "
+            "restarts, no --requeue): it runs once; DISTCONSOLE_CHECKPOINT_DIR is not set"
+        )
     if spec.kind is JobKind.HOROVOD and spec.horovod_launcher == "gloo":
         extra.append(
             "horovod ranks start under MPI in an exported job (the scheduler's MPI "
