@@ -270,9 +270,17 @@ def health_events(view: HostView, now: float | None = None) -> list[HealthEvent]
             state: State = "fail" if x.xid in CRITICAL_XIDS else "warn"
             text = xid_words(x.xid) + (f": {x.text}" if x.text else "")
             events.append(HealthEvent(x.time, view.name, x.gpu, state, text))
+    health = s.health if s is not None else None
     for v in host_verdicts(view, now):
-        if v.state != "ok" and v.since is not None:
-            for reason in v.reasons:
-                if not reason.startswith("Xid "):
-                    events.append(HealthEvent(v.since, view.name, v.gpu, v.state, reason))
+        if v.state == "ok" or s is None:
+            continue
+        for reason in v.reasons:
+            if reason.startswith("Xid "):
+                continue  # listed above, at its own time
+            # A condition is dated when the reading saw it (no tracker here); a reader
+            # that does not answer, from when it stopped.
+            when = health.read_at if health is not None and health.read_at else s.time
+            if health is not None and reason == health.error and health.error_since:
+                when = health.error_since
+            events.append(HealthEvent(when, view.name, v.gpu, v.state, reason))
     return sorted(events, key=lambda e: e.time)

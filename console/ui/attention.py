@@ -1,11 +1,20 @@
-"""Which GPUs and hosts need a look: the "attention" view of the cluster screen."""
+"""Which GPUs and hosts need a look: the "attention" view of the cluster screen.
+
+A GPU's health verdict (``console/probe/health.py``: fail / warn, with reasons) is one of
+its alerts; hosts with a failing GPU come first in the attention view (:func:`health_rank`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from console.probe.models import GpuSample, HostView
+from console.probe.health import RANK, GpuVerdict, host_verdicts
+from console.probe.models import GpuSample, HostSample, HostView
 from console.settings import DEFAULT_SETTINGS, Settings
+
+Health = dict[int | None, GpuVerdict]  # a host's verdicts that are not ok, by GPU (None: host)
+_HEALTH_CACHE: dict[int, tuple[HostSample, HostView, Health]] = {}
+_HEALTH_CACHE_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,9 +37,43 @@ class Thresholds:
 DEFAULT_THRESHOLDS = Thresholds.of(DEFAULT_SETTINGS)
 
 
-def gpu_alerts(gpu: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> list[str]:
-    """Why this GPU needs attention ("hot", "memory full", "idle under a job"); empty if fine."""
-    alerts: list[str] = []
+def health_of(view: HostView | None) -> Health:
+    """The host's GPU verdicts that are not ok (none for a sample without a health
+    reading: simulated GPUs, the nvidia-smi loop). Kept per sample: panels, cells and
+    the attention view ask for it per GPU and per batch."""
+    sample = view.sample if view is not None else None
+    if view is None or sample is None or sample.health is None or not view.up:
+        return {}
+    kept = _HEALTH_CACHE.get(id(sample))
+    if kept is not None and kept[0] is sample and kept[1] is view:
+        return kept[2]
+    found = {v.gpu: v for v in host_verdicts(view) if v.state != "ok"}
+    if len(_HEALTH_CACHE) >= _HEALTH_CACHE_MAX:
+        _HEALTH_CACHE.clear()
+    _HEALTH_CACHE[id(sample)] = (sample, view, found)
+    return found
+
+
+def health_rank(view: HostView | None) -> int:
+    """2: a GPU (or the host) fails, 1: warns, 0: neither."""
+    return max((RANK[v.state] for v in health_of(view).values()), default=0)
+
+
+def health_alert(verdict: GpuVerdict | None) -> list[str]:
+    """A verdict as one alert: "FAIL row remap pending (reset the GPU) +1"."""
+    if verdict is None or verdict.state == "ok":
+        return []
+    more = f" +{len(verdict.reasons) - 1}" if len(verdict.reasons) > 1 else ""
+    first = verdict.reasons[0] if verdict.reasons else verdict.state
+    return [f"{'FAIL' if verdict.state == 'fail' else 'warn'} {first}{more}"]
+
+
+def gpu_alerts(
+    gpu: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS, health: GpuVerdict | None = None
+) -> list[str]:
+    """Why this GPU needs attention (its health verdict, "hot", "memory full", "idle under
+    a job"); empty if fine."""
+    alerts: list[str] = health_alert(health)
     if gpu.temperature_c is not None and gpu.temperature_c >= limits.hot_c:
         alerts.append("hot")
     fraction = gpu.memory_fraction
@@ -46,4 +89,6 @@ def host_needs_attention(view: HostView, limits: Thresholds = DEFAULT_THRESHOLDS
     if not view.live:
         return True
     sample = view.sample
-    return sample is not None and any(gpu_alerts(g, limits) for g in sample.gpus)
+    if sample is None:
+        return False
+    return bool(health_of(view)) or any(gpu_alerts(g, limits) for g in sample.gpus)

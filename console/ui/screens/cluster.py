@@ -26,7 +26,7 @@ from textual.widgets import Header, Input, Static
 from console.inventory import Host
 from console.probe.models import HostView
 from console.transport.base import HostStatus
-from console.ui.attention import Thresholds
+from console.ui.attention import Thresholds, health_rank
 from console.ui.host_filter import host_shown, no_match_text
 from console.ui.overview import ClusterSummary, HostTotals, summary_text
 from console.ui.screens.cluster_slurm import ClusterSlurm, legend_note
@@ -247,9 +247,25 @@ class ClusterScreen(ClusterSlurm):
                 panel.display = shown
             if panel.attention_only != self.attention_only:
                 panel.attention_only = self.attention_only
+        self._order_panels()
         if self.dense:
+            self.grid.health_first = self.attention_only
             self.grid.rearrange()
         self._show_no_match()
+
+    def _order_panels(self) -> None:
+        """The attention view: panels of hosts with failing GPUs first, then warning
+        ones (stable: inventory order within each); every other view: inventory order."""
+        panels = list(self._panels.values())
+        if not panels or not self.is_mounted:
+            return
+        wanted = panels
+        if self.attention_only:
+            wanted = sorted(panels, key=lambda p: -health_rank(self.views.get(p.host.name)))
+        box = self.query_one("#panels", VerticalScroll)
+        if [c for c in box.children if isinstance(c, HostPanel)] != wanted:
+            for index, panel in enumerate(wanted):
+                box.move_child(panel, before=index)
 
     def _show_no_match(self) -> None:
         """An explicit line when the filter or the attention view leaves no host."""
@@ -264,7 +280,10 @@ class ClusterScreen(ClusterSlurm):
         """The hosts the current view shows, in its order."""
         if self.dense:
             return self.grid.visible_hosts()
-        return [name for name, panel in self._panels.items() if panel.display]
+        if not self.is_mounted:
+            return [name for name, panel in self._panels.items() if panel.display]
+        box = self.query_one("#panels", VerticalScroll)
+        return [p.host.name for p in box.children if isinstance(p, HostPanel) and p.display]
 
     def _cluster_summary(self) -> ClusterSummary:
         # Per-host figures are computed once per new view, not over every GPU per batch.

@@ -1,5 +1,6 @@
-"""One host in full: host figures, every GPU with every reported field, each GPU's
-recent utilization, memory and temperature as plots, every process."""
+"""One host in full: host figures, its health events with their times, every GPU with
+every reported field, each GPU's recent utilization, memory and temperature as plots,
+every process."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from console import display
 from console.display import NOT_REPORTED, figure
 from console.inventory import Host
 from console.jobs.slurm.queue import SlurmJobOnNode
+from console.probe.health import GpuVerdict, clock, health_events
 from console.probe.models import GpuSample, HostView
-from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
+from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts, health_of
 from console.ui.formatting import plain
 from console.ui.gpu_history import FIGURES
 from console.ui.services import Services
@@ -32,7 +34,23 @@ GPU_COLUMNS = (
 PROCESS_COLUMNS = ("GPU", "PID", "User", "Memory", "Job", "Rank", "Local rank", "Command")
 
 
-def gpu_row(g: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> tuple[str, ...]:
+MAX_HEALTH_EVENTS = 8  # the most recent ones; `distconsole health` lists every GPU
+
+
+def health_lines(view: HostView, now: float) -> list[str]:
+    """``Health: 12:03:11 GPU 5 FAIL Xid 79 (GPU has fallen off the bus): ...``, oldest
+    first, the last MAX_HEALTH_EVENTS of them."""
+    events = health_events(view, now)[-MAX_HEALTH_EVENTS:]
+    return [
+        f"Health: {clock(e.time)} {'host' if e.gpu is None else f'GPU {e.gpu}'} "
+        f"{e.state.upper()} {e.text}"
+        for e in events
+    ]
+
+
+def gpu_row(
+    g: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS, health: GpuVerdict | None = None
+) -> tuple[str, ...]:
     memory = f"{figure(g.memory_used_mib)}/{figure(g.memory_total_mib)} MiB"
     ecc = f"{figure(g.ecc_corrected)}/{figure(g.ecc_uncorrected)}"
     power = f"{figure(g.power_draw_w)}/{figure(g.power_limit_w)} W"
@@ -41,7 +59,7 @@ def gpu_row(g: GpuSample, limits: Thresholds = DEFAULT_THRESHOLDS) -> tuple[str,
         figure(g.utilization_memory, "%"), memory, figure(g.temperature_c, "°C"), power,
         figure(g.fan_percent, "%"), figure(g.pstate), figure(g.clock_sm_mhz),
         figure(g.clock_mem_mhz), ecc, figure(g.mig_mode), g.uuid or NOT_REPORTED,
-        ", ".join(gpu_alerts(g, limits)),
+        ", ".join(gpu_alerts(g, limits, health)),
     )  # fmt: skip
 
 
@@ -129,9 +147,13 @@ class HostDetailScreen(Screen[None]):
         if sample.gpu_error:
             lines.append(sample.gpu_error)
         lines.extend(slurm)
+        if sample.health is not None:
+            lines.extend(health_lines(view, self._clock()))
         header.update("\n".join(lines))
+        health = health_of(view)
         for g in sample.gpus:
-            gpus.add_row(*map(plain, gpu_row(g, self.thresholds)), key=str(g.index))
+            row = gpu_row(g, self.thresholds, health.get(g.index))
+            gpus.add_row(*map(plain, row), key=str(g.index))
             for p in g.processes:
                 processes.add_row(
                     *map(

@@ -65,6 +65,7 @@ class GpuGrid(ScrollView, can_focus=True):
         self.sort = "name"
         self.group = "none"
         self.shown: Callable[[Host], bool] = lambda _host: True
+        self.health_first = False  # the attention view: hosts with failing GPUs first
         self.letters = JobLetters()
         self.cursor: str | None = None
         self.shape = GridShape.fit(200, 50, 8, 8, len(self.hosts))
@@ -122,6 +123,7 @@ class GpuGrid(ScrollView, can_focus=True):
             group=self.group,
             shown=self.shown,
             slurm=self.slurm,
+            health_first=self.health_first,
         )
         count = sum(len(hosts) for _, hosts in groups)
         headings = sum(1 for heading, hosts in groups if heading is not None and hosts)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from console.inventory import Host
 from console.jobs.slurm.queue import SlurmJobOnNode
+from console.probe.health import GpuVerdict
 from console.probe.models import GpuSample, HostView
-from console.ui.attention import Thresholds, gpu_alerts
+from console.ui.attention import Thresholds, gpu_alerts, health_rank
 from console.ui.overview import gpu_jobs
 
 SORTS = ("name", "util", "memory", "temp", "job")
@@ -29,6 +30,7 @@ SHADES = "·░▒▓█"  # level 0..4: the glyph says the level without colour
 LEVEL_LIMITS = (0.10, 0.35, 0.60, 0.85)  # a fraction below LEVEL_LIMITS[i] is level i
 NOT_REPORTED_GLYPH = "?"
 ATTENTION_MARK = "!"
+HEALTH_FAIL_MARK = "X"  # the GPU's health check fails (a warning is "!")
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 MANY_JOBS_MARK = "*"  # the 53rd job on: the summary line still names it
 MAX_NAME = 14
@@ -56,7 +58,7 @@ def gpu_fraction(gpu: GpuSample, metric: str) -> float | None:
 class Cell:
     glyph: str  # one of SHADES, or NOT_REPORTED_GLYPH
     level: int | None  # None: not reported
-    marker: str  # ATTENTION_MARK, a job letter or " "
+    marker: str  # HEALTH_FAIL_MARK, ATTENTION_MARK, a job letter or " "
     job: str | None  # the job the letter stands for
     alerts: tuple[str, ...]
 
@@ -67,15 +69,19 @@ def cell_of(
     letters: JobLetters,
     limits: Thresholds,
     slurm: Mapping[int, str] | None = None,
+    health: GpuVerdict | None = None,
 ) -> Cell:
     """``slurm``: GPU index -> the Slurm job holding it (``overview.slurm_gpu_labels``),
-    the cell's job when no distconsole job's process is on the GPU."""
+    the cell's job when no distconsole job's process is on the GPU; ``health``: the
+    GPU's verdict when it is not ok."""
     step = level(gpu_fraction(gpu, metric))
     glyph = NOT_REPORTED_GLYPH if step is None else SHADES[step]
-    alerts = tuple(gpu_alerts(gpu, limits))
+    alerts = tuple(gpu_alerts(gpu, limits, health))
     jobs = gpu_jobs(gpu)
     job = jobs[0] if jobs else (slurm or {}).get(gpu.index)
-    if alerts:
+    if health is not None and health.state == "fail":
+        marker = HEALTH_FAIL_MARK
+    elif alerts:
         marker = ATTENTION_MARK  # the host detail says which job, and why
     elif job is not None:
         marker = letters.letter(job)
@@ -279,7 +285,11 @@ def arrange(
     group: str,
     shown: Callable[[Host], bool],
     slurm: Slurm | None = None,
+    health_first: bool = False,
 ) -> list[tuple[str | None, list[Host]]]:
-    """Filter, sort, then group: what the grid shows, in order."""
-    kept = [h for h in hosts if shown(h)]
-    return group_hosts(sort_hosts(kept, views, sort, slurm), views, group, slurm)
+    """Filter, sort, then group: what the grid shows, in order; ``health_first`` (the
+    attention view): hosts with a failing GPU first, then those with a warning one."""
+    kept = sort_hosts([h for h in hosts if shown(h)], views, sort, slurm)
+    if health_first:
+        kept.sort(key=lambda h: -health_rank(views.get(h.name)))
+    return group_hosts(kept, views, group, slurm)

@@ -19,12 +19,13 @@ from console.display import clip
 from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostState, HostStatus
-from console.ui.attention import Thresholds
+from console.ui.attention import Thresholds, health_of
 from console.ui.overview import slurm_gpu_labels
 from console.ui.theming import state_colour
 from console.ui.widgets.gpu_grid_layout import (
     ATTENTION_MARK,
     GAP,
+    HEALTH_FAIL_MARK,
     LEVEL_LIMITS,
     NOT_REPORTED_GLYPH,
     SHADES,
@@ -118,6 +119,8 @@ def legend(palette: GridPalette, metric: str, sort: str, group: str) -> Text:
     text.append(" n/r   ")
     text.append(ATTENTION_MARK, style=palette.attention)
     text.append(" needs attention   ")
+    text.append(HEALTH_FAIL_MARK, style=palette.attention)
+    text.append(" health check fails   ")
     text.append("a-z", style=palette.jobs[0])
     text.append(" job (listed below)   ")
     text.append(f"m: {'utilization' if metric == 'memory' else 'memory'}  ")
@@ -172,7 +175,13 @@ def paint_block(
     else:
         segments.add(label + " ", name_style)
     cells_width = shape.gpus * shape.cell_width
-    if not live:
+    health = health_of(view) if live else {}
+    stuck = health.get(None) if live and view is not None and view.sample is not None else None
+    if stuck is not None and stuck.state == "fail" and not view.sample.gpus:  # type: ignore[union-attr]
+        # Live, but its GPUs do not answer: said, never a blank block.
+        note = f"✗ {stuck.reasons[0] if stuck.reasons else 'fail'}"
+        segments.add(f"{clip(note, cells_width):<{cells_width}}", base + palette.down)
+    elif not live:
         state = view.state if view is not None else (status.state if status else None)
         if state is None or state is HostState.CONNECTING:
             note = "… connecting"
@@ -190,13 +199,13 @@ def paint_block(
         held = slurm_gpu_labels(slurm) if slurm else None
         glyph_count = shape.cell_width - 1
         for gpu in gpus[: shape.gpus]:
-            cell = cell_of(gpu, metric, letters, thresholds, held)
+            cell = cell_of(gpu, metric, letters, thresholds, held, health.get(gpu.index))
             style = palette.not_reported_on_base if cell.level is None else heat[cell.level]
             if cell.marker == " ":
                 segments.add(cell.glyph * glyph_count + " ", style)
                 continue
             segments.add(cell.glyph * glyph_count, style)
-            if cell.marker == ATTENTION_MARK:
+            if cell.marker in (ATTENTION_MARK, HEALTH_FAIL_MARK):
                 segments.add(cell.marker, palette.attention_on_base)
             elif cell.job is not None:
                 segments.add(cell.marker, jobs[letters.index(cell.job) % len(jobs)])

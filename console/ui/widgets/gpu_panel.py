@@ -25,12 +25,14 @@ from textual.widget import Widget
 from console import display
 from console.display import NOT_REPORTED
 from console.inventory import Host
+from console.probe.health import clock as at_clock
 from console.probe.models import GpuSample, HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.attention import (
     DEFAULT_THRESHOLDS,
     Thresholds,
     gpu_alerts,
+    health_of,
     host_needs_attention,
 )
 from console.ui.theming import state_colour
@@ -98,7 +100,7 @@ class HostPanel(Widget, can_focus=True):
         # y -> (line, width, style, strip): a strip is reused while all four match.
         self._strips: dict[int, tuple[Text, int, VisualStyle, Strip]] = {}
         # index -> (sample, sparkline, theme name, line): the line is reused while all match.
-        self._rows: dict[int, tuple[GpuSample, str, str, Text]] = {}
+        self._rows: dict[int, tuple[GpuSample, str, str, Text, object]] = {}
         self.border_title = host.name
 
     # -- data in -------------------------------------------------------------------------
@@ -192,7 +194,18 @@ class HostPanel(Widget, can_focus=True):
     def _shown(self, gpus: tuple[GpuSample, ...]) -> list[GpuSample]:
         if not self.attention_only:
             return list(gpus)
-        return [g for g in gpus if gpu_alerts(g, self.thresholds)]
+        health = health_of(self.view)
+        return [g for g in gpus if gpu_alerts(g, self.thresholds, health.get(g.index))]
+
+    def _host_health(self) -> Text | None:
+        """A line for a health finding about the host itself (its nvidia-smi / NVML not
+        answering, an Xid on a PCI address no GPU has)."""
+        verdict = health_of(self.view).get(None)
+        if verdict is None:
+            return None
+        since = f" (since {at_clock(verdict.since)})" if verdict.since is not None else ""
+        mark = "✗ FAIL" if verdict.state == "fail" else "⚠ warn"
+        return line_of(f"{mark} {'; '.join(verdict.reasons)}{since}", "bold")
 
     def content_lines(self) -> int:
         """How many lines :meth:`render` gives, counted without rendering."""
@@ -201,7 +214,7 @@ class HostPanel(Widget, can_focus=True):
             return 1
         gpus = view.sample.gpus
         shown = self._shown(gpus)
-        count = 1 + len(shown) + (0 if gpus else 1)
+        count = 1 + len(shown) + (0 if gpus else 1) + (None in health_of(view))
         if self.attention_only and gpus and not shown:
             count += 1
         processes = sum(len(g.processes) for g in shown)
@@ -257,6 +270,9 @@ class HostPanel(Widget, can_focus=True):
             return [Text(note, style="dim", no_wrap=True, overflow="ellipsis")]
         sample = view.sample
         lines = [line_of(host_figures(sample), "dim")]
+        host_health = self._host_health()
+        if host_health is not None:
+            lines.append(host_health)
         gpus = sample.gpus
         if not gpus:
             lines.append(line_of(one_line(sample.gpu_error or "no NVIDIA GPU"), "dim italic"))
@@ -294,10 +310,17 @@ class HostPanel(Widget, can_focus=True):
     def _cached_gpu_line(self, gpu: GpuSample, theme: Theme) -> Text:
         spark = spark_text(self._spark.get(gpu.index, []), self.columns.spark)
         kept = self._rows.get(gpu.index)
-        if kept is not None and kept[1] == spark and kept[2] == theme.name and kept[0] == gpu:
+        verdict = health_of(self.view).get(gpu.index)
+        if (
+            kept is not None
+            and kept[1] == spark
+            and kept[2] == theme.name
+            and kept[0] == gpu
+            and kept[4] == verdict
+        ):
             return kept[3]
         line = self._gpu_line(gpu, theme, spark)
-        self._rows[gpu.index] = (gpu, spark, theme.name, line)
+        self._rows[gpu.index] = (gpu, spark, theme.name, line, verdict)
         return line
 
     def _gpu_line(self, gpu: GpuSample, theme: Theme, spark: str | None = None) -> Text:
@@ -318,7 +341,7 @@ class HostPanel(Widget, can_focus=True):
         used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
         line.append(f" {used:>11}{gap}")
         temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
-        alerts = gpu_alerts(gpu, self.thresholds)
+        alerts = gpu_alerts(gpu, self.thresholds, health_of(self.view).get(gpu.index))
         hot = "hot" in alerts
         line.append(f"{temp:>5}", style=f"bold {theme.error}" if hot else "")
         draw = NOT_REPORTED if gpu.power_draw_w is None else f"{gpu.power_draw_w:.0f}"
