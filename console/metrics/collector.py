@@ -3,8 +3,8 @@
 Each scrape turns one :class:`~console.metrics.source.Snapshot` into metric families:
 dcgm-exporter's GPU metrics (``console/metrics/dcgm.py``), those of the GPUs' health
 reading and their verdicts (``console/metrics/health.py``), and distconsole's own
-(``distconsole_*``: host up, sample age, job state, per-rank step, steps/s, samples/s,
-loss). One labels dict is made per GPU and shared by all of that GPU's samples, which
+(``distconsole_*``: host up, sample age, job state and restarts, per-rank step, steps/s,
+samples/s, loss). One labels dict is made per GPU and shared by all of that GPU's samples, which
 lets :func:`console.metrics.exposition.render_text` write each label set once.
 A figure the GPU did not report is left out (never exported as 0).
 """
@@ -90,10 +90,16 @@ class ClusterCollector(Collector):
 
     def job_families(self, snap: Snapshot) -> Iterator[Metric]:
         state = _family(PREFIX + "job_state", "1 for each job in its current state (label state).")
+        restarts = _family(
+            PREFIX + "job_restarts", "Restarts the job made (--max-restarts), as its hosts count."
+        )
         for job in snap.jobs:
             labels = {"job": job.job_id, "name": job.name, "kind": job.kind, "state": job.state}
             state.samples.append(Sample(state.name, labels, 1.0))
+            named = {"job": job.job_id, "name": job.name, "kind": job.kind}
+            restarts.samples.append(Sample(restarts.name, named, float(job.restarts)))
         yield state
+        yield restarts
         figures: tuple[tuple[str, str, str], ...] = (
             ("rank_step", "step", "The rank's latest step, as its log printed it."),
             ("rank_steps_per_second", "steps_per_s", "Steps per second of the rank."),

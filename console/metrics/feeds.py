@@ -45,7 +45,8 @@ def exported(records: Sequence[JobRecord]) -> list[JobRecord]:
 
 
 def job_figures(record: JobRecord) -> JobFigures:
-    return JobFigures(record.id, record.name, record.kind.value, record.state.value)
+    restarts = int((record.host_view or {}).get("restarts") or 0)
+    return JobFigures(record.id, record.name, record.kind.value, record.state.value, restarts)
 
 
 async def follow_steps(pool: ClusterConnections, record: JobRecord, source: MetricsSource) -> None:

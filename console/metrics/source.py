@@ -19,12 +19,13 @@ from console.probe.models import HostView
 
 @dataclass(frozen=True, slots=True)
 class JobFigures:
-    """One job as exported: ``distconsole_job_state`` and its labels."""
+    """One job as exported: ``distconsole_job_state``, ``_job_restarts`` and their labels."""
 
     job_id: str
     name: str
     kind: str
     state: str
+    restarts: int = 0  # --max-restarts: restarts done (the leader supervisor's count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,8 @@ class AppFeeds:
             self.jobs_inbox.put(rows)
             if self.metrics is not None:  # rows come as changes: the endpoint gets all
                 exported.update(
-                    (r.id, JobFigures(r.id, r.name, r.kind, r.state.value)) for r in rows
+                    (r.id, JobFigures(r.id, r.name, r.kind, r.state.value, r.restarts))
+                    for r in rows
                 )
                 self.metrics.source.set_jobs(exported.values())
 

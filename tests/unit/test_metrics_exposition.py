@@ -49,7 +49,7 @@ def source_with_cluster() -> MetricsSource:
             "node2": HostView("node2", HostState.DOWN, "connection refused"),
         }
     )
-    source.set_jobs([JobFigures("j1", "train", "ddp", "running")])
+    source.set_jobs([JobFigures("j1", "train", "ddp", "running", restarts=2)])
     rank0 = RankSteps(0, "node0", 0, 40, 0, 100, 2.5, None, 0.25, 999.0, 999.0, 0.4)
     source.set_ranks("j1", [rank0])
     return source
@@ -100,6 +100,9 @@ def test_distconsole_metrics_hosts_jobs_and_ranks() -> None:
     assert age == {"node0": 2.0, "node1": 0.5}
     assert parsed["distconsole_job_state"] == [
         ({"job": "j1", "name": "train", "kind": "ddp", "state": "running"}, 1.0)
+    ]
+    assert parsed["distconsole_job_restarts"] == [
+        ({"job": "j1", "name": "train", "kind": "ddp"}, 2.0)
     ]
     rank_labels = {"job": "j1", "rank": "0", "Hostname": "node0"}
     assert parsed["distconsole_rank_step"] == [(rank_labels, 40.0)]
