@@ -15,7 +15,9 @@ import contextlib
 import functools
 import signal
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from console import inventory as inventory_module
@@ -50,7 +52,8 @@ from console.jobs.sync.tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
 from console.logs.models import rank_key, rank_label
 from console.logs.prefixes import FileContext, context_for
-from console.probe.health_check import read_verdicts
+from console.probe.health import failure_health_lines
+from console.probe.health_check import read_verdicts, read_views
 from console.transport.base import HostConnection
 from console.transport.pool import ClusterConnections
 
@@ -240,7 +243,8 @@ async def watch(runner: JobRunner, job: Job, *, raw: bool = False) -> int:
             return 1
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(streamer), DRAIN_AFTER_END_S)
-        return report_end(job)
+        hardware = await failure_health(runner, job) if job.failure is not None else []
+        return report_end(job, hardware)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -251,7 +255,20 @@ async def watch(runner: JobRunner, job: Job, *, raw: bool = False) -> int:
         )
 
 
-def report_end(job: Job) -> int:
+async def failure_health(runner: JobRunner, job: Job) -> list[str]:
+    """The health events on the job's hosts around its failure (one fresh sample each)."""
+    failure = job.failure
+    if failure is None:
+        return []
+    views = await read_views(runner.connections, list(job.hosts))
+    who = f"{failure.host} {failure.process}".strip()
+    if failure.ranks:
+        who += f" (rank {failure.ranks[0]})"
+    failed_at = failure.ended_at or job.ended or time.time()
+    return failure_health_lines(views, job.started, failed_at, who)
+
+
+def report_end(job: Job, hardware: Sequence[str] = ()) -> int:
     if job.state is JobState.SUCCEEDED:
         say(f"job {job.id} succeeded")
     elif job.state is JobState.STOPPED and job.stopped_elsewhere:
@@ -260,6 +277,10 @@ def report_end(job: Job) -> int:
         say(f"job {job.id} {job.state.value}")
         if job.failure is not None:
             print(job.failure.describe(), file=sys.stderr)
+        if hardware:
+            print("GPU health on the job's hosts:", file=sys.stderr)
+            for line in hardware:
+                print(f"  {line}", file=sys.stderr)
     if job.stop_report is not None and not job.stop_report.clean:
         print(job.stop_report.describe(), file=sys.stderr)
     return 0 if job.state is JobState.SUCCEEDED else 1

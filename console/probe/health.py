@@ -284,3 +284,32 @@ def health_events(view: HostView, now: float | None = None) -> list[HealthEvent]
                 when = health.error_since
             events.append(HealthEvent(when, view.name, v.gpu, v.state, reason))
     return sorted(events, key=lambda e: e.time)
+
+
+def failure_health_lines(
+    views: Iterable[HostView],
+    started: float,
+    failed_at: float,
+    failed: str,
+    now: float | None = None,
+) -> list[str]:
+    """What a failure summary says of the hardware: each dated health event on the job's
+    hosts from its start to just after it failed ("node3 GPU 5: Xid 79 (GPU has fallen
+    off the bus) at 12:03:11, 2 s before node3 torchrun-0 (rank 29) exited"), and each
+    GPU failing now, when the job ended (its onset unknown: counters, remap state)."""
+    now = time.time() if now is None else now
+    lines: list[str] = []
+    for view in views:
+        events = health_events(view, now)
+        s = view.sample
+        read_at = (s.health.read_at or s.time) if s is not None and s.health else None
+        for e in events:
+            where = f"{e.host} {'host' if e.gpu is None else f'GPU {e.gpu}'}"
+            dated = e.time != read_at
+            if dated and started - 60 <= e.time <= failed_at + 30:
+                gap = failed_at - e.time
+                when = f"{abs(gap):.0f} s {'before' if gap >= 0 else 'after'} {failed} exited"
+                lines.append(f"{where}: {e.text} at {clock(e.time)}, {when}")
+            elif not dated and e.state == "fail":
+                lines.append(f"{where}: {e.text} (found when the job ended)")
+    return list(dict.fromkeys(lines))

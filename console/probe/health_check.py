@@ -22,13 +22,13 @@ class Connections(Protocol):
     def __getitem__(self, name: str) -> HostConnection: ...
 
 
-async def read_verdicts(
+async def read_views(
     connections: Connections,
     names: Sequence[str],
     timeout: float = HEALTH_READ_TIMEOUT_S,
-) -> list[GpuVerdict]:
-    """One sample of each host in ``names`` (all at once), judged; a host that gives none
-    within ``timeout`` is a host-level ``fail`` ("no sample")."""
+) -> list[HostView]:
+    """One sample of each host in ``names`` (all at once), as views; a host that gives
+    none within ``timeout`` keeps the view it had (no sample)."""
 
     def ignore(_view: HostView) -> None:
         return None
@@ -47,4 +47,14 @@ async def read_verdicts(
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-    return cluster_verdicts(m.view for m in monitors)
+    return [m.view for m in monitors]
+
+
+async def read_verdicts(
+    connections: Connections,
+    names: Sequence[str],
+    timeout: float = HEALTH_READ_TIMEOUT_S,
+) -> list[GpuVerdict]:
+    """Every GPU's verdict on ``names`` from one fresh sample each; a host that gives
+    none within ``timeout`` is a host-level ``fail`` ("no sample")."""
+    return cluster_verdicts(await read_views(connections, names, timeout))

@@ -137,3 +137,28 @@ def test_launch_onto_the_failing_gpu_is_refused_and_excluded_on_request(
     assert "health: node0 left out: GPU 0 failing and 0 healthy left" in excluded.stderr
     assert any(ln.startswith("[node1 r0] rank 0 ") for ln in excluded.stdout.splitlines())
     assert "[node0" not in excluded.stdout
+
+
+def test_a_failed_job_names_the_failing_gpu_of_its_host(
+    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
+) -> None:
+    cluster = sshd_cluster(n=2)
+    setup = f"{SETUP_LINE} && export PATH={STANDIN}:$PATH NVSMI_STANDIN_CAPTURE={FAULTS}"
+    path = inventory(cluster, tmp_path, setup)
+    env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "data"))
+    argv = ["launch", str(path), "--kind", "ddp", "--gpus-per-host", "1", "--allow-unhealthy"]
+    program = ["example:ddp", "--steps", "300", "--sleep", "0.05", "--crash-rank", "0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "console", *argv, "--", *program, "--crash-at-step", "2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "WARN [health] node0: GPU 0 fails its health check" in done.stderr
+    tail = done.stderr.split("GPU health on the job's hosts:", 1)[1]
+    assert (
+        "node0 GPU 0: 2 uncorrectable ECC error(s) since the last reset (found when the job ended)"
+    ) in tail, done.stderr
+    assert "node1" not in tail

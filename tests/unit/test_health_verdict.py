@@ -7,7 +7,9 @@ from typing import Any
 
 from console.probe.health import (
     HealthTracker,
+    clock,
     cluster_verdicts,
+    failure_health_lines,
     health_events,
     host_verdicts,
     worst,
@@ -160,3 +162,20 @@ def test_health_events_are_dated_oldest_first() -> None:
         "row remap pending (reset the GPU)",
     ]
     assert events[0].time == NOW - 30 and events[0].state == "fail" and events[0].gpu == 0
+
+
+def test_failure_summary_names_dated_events_in_the_window_and_failures_found_at_the_end() -> None:
+    xids = (
+        XidEvent(NOW - 2, 79, "0000:83:00", 0, "GPU has fallen off the bus.", "kmsg"),
+        XidEvent(NOW - 86400, 48, "0000:83:00", 0, "DBE", "kmsg"),  # a day before: not named
+    )
+    health = HostHealth("nvml", NOW + 5, (healthy(remapped_rows_pending="Yes"),), xids)
+    lines = failure_health_lines(
+        [view(health)], NOW - 600, NOW, "n1 torchrun-0 (rank 29)", now=NOW + 5
+    )
+    assert lines == [
+        f"n1 GPU 0: Xid 79 (GPU has fallen off the bus): GPU has fallen off the bus. at "
+        f"{clock(NOW - 2)}, 2 s before n1 torchrun-0 (rank 29) exited",
+        "n1 GPU 0: row remap pending (reset the GPU) (found when the job ended)",
+    ]
+    assert failure_health_lines([view(HostHealth("nvml", NOW, (healthy(),)))], 0, NOW, "x") == []
