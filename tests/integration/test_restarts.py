@@ -7,7 +7,6 @@ event in the leader's ``events.jsonl`` naming its host and cause."""
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 from sshd_cluster import SshdCluster
 
 from tests.integration.test_jobs_cli import assert_nothing_left, dc, jobs_json
+from tests.integration.test_jobs_mpi import needs_horovodrun, needs_mpirun
 from tests.integration.test_supervisor import events, job_dir
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
@@ -78,7 +78,7 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(sshd_cluster
     assert_nothing_left(cluster)
 
 
-@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+@needs_mpirun
 def test_mpirun_is_run_again_and_succeeds_on_its_second_attempt(sshd_cluster, tmp_path) -> None:
     cluster = sshd_cluster(n=2, shared_account=True)
     cluster.write_inventory(interface="lo")
@@ -98,9 +98,8 @@ def test_mpirun_is_run_again_and_succeeds_on_its_second_attempt(sshd_cluster, tm
     assert_nothing_left(cluster)
 
 
+@needs_mpirun
 def test_mpirun_failing_every_attempt_fails_after_its_restarts(sshd_cluster, tmp_path) -> None:
-    if shutil.which("mpirun") is None:
-        pytest.skip("mpirun is not installed")
     cluster = sshd_cluster(n=2, shared_account=True)
     cluster.write_inventory(interface="lo")
     job_id = launch(
@@ -110,6 +109,28 @@ def test_mpirun_failing_every_attempt_fails_after_its_restarts(sshd_cluster, tmp
     job = wait_until_over(tmp_path, cluster)
     assert job["state"] == "failed" and job["restarts"] == 1, job
     assert len(restarted(cluster, job_id)) == 1
+    assert_nothing_left(cluster)
+
+
+@needs_horovodrun
+def test_horovodrun_is_run_again_and_its_ranks_resume(sshd_cluster, tmp_path) -> None:
+    """Without Horovod elastic, a horovod job restarts as an MPI one: its launcher runs
+    again; rank 0 saved every 5 steps, so every rank resumes from step 10."""
+    cluster = sshd_cluster(n=2, shared_account=True)
+    cluster.write_inventory(interface="lo")
+    job_id = launch(
+        tmp_path, cluster, "--kind", "horovod", "--gpus-per-host", "1", "--max-restarts", "1",
+        "--", "example:horovod", "--steps", "20", "--crash-rank", "1", "--crash-at-step", "12",
+        "--crash-once",
+    )  # fmt: skip
+    job = wait_until_over(tmp_path, cluster)
+    assert job["state"] == "succeeded", job
+    assert job["restarts"] == 1, job
+    for rank, host in enumerate(("node0", "node1")):
+        out = (job_dir(cluster, host, job_id) / f"ranks/rank.{rank}/stdout").read_text()
+        # The first attempt's lines stay (appended), then the resumed run's.
+        assert f"rank {rank} step 9/20" in out, out
+        assert f"rank {rank} resumed from step 10" in out and f"rank {rank} step 20/20" in out
     assert_nothing_left(cluster)
 
 

@@ -136,7 +136,8 @@ def test_ranks_hand_the_launcher_none_of_their_output() -> None:
     script = wrapped(launch.argv)[1]
     assert "tee" not in script
     assert (
-        'exec > >(trap \'\' TERM INT HUP; cat >"$d/stdout"; : >"$d/done") 2>"$d/stderr"' in script
+        'rm -f "$d/done"; '
+        'exec > >(trap \'\' TERM INT HUP; cat >>"$d/stdout"; : >"$d/done") 2>>"$d/stderr"' in script
     )
 
 

@@ -94,6 +94,7 @@ class SvRestarts:
     policy: Any
     local: Any
     dirty: bool
+    remote_verdict: dict[str, Any] | None  # a follower's: the leader's stop or final word
 
     def init_restarts(self) -> None:
         self.restarted_children: list[subprocess.Popen[bytes]] = []
@@ -107,6 +108,8 @@ class SvRestarts:
 
     def restart_in_place(self, end: dict[str, Any]) -> bool:
         """True when the ended process ``end`` was restarted (feed no end for it)."""
+        if self.local.term_at is not None or self.remote_verdict is not None:
+            return False  # this host is stopping (the leader's order, or its own)
         report = ProcessEnded(
             self.host,
             str(end["name"]),

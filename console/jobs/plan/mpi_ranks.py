@@ -108,8 +108,11 @@ def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | No
         # host. The stdout reader marks the rank done once the program's stdout closes,
         # however it ended: the log follower on this host stops there. It ignores TERM
         # so that a stop's TERM to everything of the job leaves it to finish at EOF.
-        f'exec > >(trap \'\' TERM INT HUP; cat >"$d/stdout"; : >"$d/{paths.RANK_DONE}")'
-        ' 2>"$d/stderr"',
+        # Appended, and the done mark cleared: a launcher run again (--max-restarts)
+        # goes on in the same files.
+        f'rm -f "$d/{paths.RANK_DONE}"; '
+        f'exec > >(trap \'\' TERM INT HUP; cat >>"$d/stdout"; : >"$d/{paths.RANK_DONE}")'
+        ' 2>>"$d/stderr"',
         'umask "$distconsole_umask"',
         with_setup(h.host.setup, "\n".join(body), on_failure=on_failure),
     ]
