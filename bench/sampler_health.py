@@ -141,6 +141,40 @@ def naive(polls: int) -> float:
     return cpu / polls
 
 
+def decode_cost(source: str, python: str, gpus: int = 8, loops: int = 2000) -> str:
+    """The console's cost to decode one sample line of ``gpus`` GPUs with a health record
+    and without (a sampler sends health only when it changed: at most every 5-10 s)."""
+    try:
+        import json
+
+        from console.probe.sampler import decode_line
+    except ImportError as exc:  # a bare GPU machine: the console's dependencies missing
+        return f"console decode: not measured here ({exc})"
+    env = dict(os.environ, PATH=f"{STANDIN}:{os.environ['PATH']}")
+    source = source.replace("import pynvml", "import pynvml_hidden_by_bench")
+    done = subprocess.run(
+        [python, "-u", "-", "0", "auto", "0", "bench"],
+        input=source, capture_output=True, text=True, env=env, timeout=60, check=True,
+    )  # fmt: skip
+    line = json.loads(done.stdout.splitlines()[1])
+    for part in (line["nvsmi"], line["health"]["nvsmi"]):  # one captured GPU -> ``gpus``
+        row = part["rows"][0]
+        part["rows"] = [str(i) + row[row.index(",") :] for i in range(gpus)]
+    with_health = json.dumps(line)
+    line["health"] = None
+    without = json.dumps(line)
+    costs = []
+    for text in (without, with_health):
+        started = time.perf_counter()
+        for _ in range(loops):
+            decode_line("bench", text)
+        costs.append((time.perf_counter() - started) / loops * 1e6)
+    return (
+        f"console decode of one {gpus}-GPU nvidia-smi line: {costs[0]:.0f} us without health, "
+        f"{costs[1]:.0f} us with a health record"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--interval", type=float, default=1.0)
@@ -168,6 +202,7 @@ def main() -> int:
             pct = 100 * cpu / args.duration
             on = "on" if health else "off"
             print(f"{path:<10}  {on:>6}  {lines:>5}  {per:>13.2f}  {pct:>5.2f}%", flush=True)
+    print(decode_cost(source, args.python), flush=True)
     spawn = naive(5)
     print(
         "naive: one nvidia-smi --query-gpu (figures + health) per poll: "
