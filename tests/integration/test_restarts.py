@@ -16,7 +16,7 @@ from sshd_cluster import SshdCluster
 
 from tests.integration.test_jobs_cli import assert_nothing_left, dc, jobs_json
 from tests.integration.test_jobs_mpi import needs_horovodrun, needs_mpirun
-from tests.integration.test_supervisor import events, job_dir
+from tests.integration.test_supervisor import events, job_dir, wait_for
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
@@ -138,7 +138,8 @@ def test_a_failed_ps_worker_is_restarted_in_place(sshd_cluster, tmp_path) -> Non
     cluster = sshd_cluster(n=2)
     job_id = launch(
         tmp_path, cluster, "--kind", "ps", "--ps", "1", "--workers", "2",
-        "--max-restarts", "1", "--", "example:ps", "--steps", "30", "--sleep", "0.05",
+        "--max-restarts", "1", "--notify-command", "echo $DISTCONSOLE_TEXT >> told.txt",
+        "--notify-on", "restarted", "--", "example:ps", "--steps", "30", "--sleep", "0.05",
         "--crash-rank", "1", "--crash-at-step", "10", "--crash-once",
     )  # fmt: skip
     job = wait_until_over(tmp_path, cluster)
@@ -151,4 +152,8 @@ def test_a_failed_ps_worker_is_restarted_in_place(sshd_cluster, tmp_path) -> Non
     # The first attempt's lines stay (appended), then the resumed run's.
     assert "worker 1 step 9/30" in out and "worker 1 resumed from step 9 (restart 1)" in out, out
     assert "worker 1 step 30/30" in out and "worker 1 done" in out
+    # --notify-on restarted: the leader's supervisor ran the command once, naming it.
+    told = job_dir(cluster, "node0", job_id) / "told.txt"
+    wait_for(told.exists, timeout=30)
+    assert "restart 1: worker-1 exit status 3" in told.read_text(), told.read_text()
     assert_nothing_left(cluster)

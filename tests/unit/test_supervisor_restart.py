@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from console.errors import JobSpecError
+from console.hostprogs.supervisor import hang_sitecustomize
 from console.hostprogs.supervisor.policy import (
     JobPolicy,
     PolicyProcess,
@@ -19,6 +20,7 @@ from console.hostprogs.supervisor.policy import (
     StopAsked,
 )
 from console.hostprogs.supervisor.restart import (
+    sv_restart_reason,
     sv_start_wrapper,
     sv_torchrun_attempt,
     sv_torchrun_failure,
@@ -105,6 +107,37 @@ def test_a_wrapper_is_run_again_with_the_restart_count(tmp_path: Path) -> None:
     assert (tmp_path / "count").read_text() == "2\n"
     assert (tmp_path / "launcher-0.pgid").read_text() == f"{child.pid}\n"
     assert (tmp_path / "launcher-0.exit").read_text() == "0\n"
+
+
+def test_a_restarts_reason_names_rank_process_and_status() -> None:
+    cause = {"rank": 1, "process": "torchrun-0", "exit_code": 3}
+    assert sv_restart_reason(1, cause) == "restart 1: rank 1 (torchrun-0) exit status 3"
+    assert sv_restart_reason(2, {"process": "worker-1", "signal": "SIGKILL"}) == (
+        "restart 2: worker-1 SIGKILL"
+    )
+
+
+def test_torchruns_restart_count_reaches_distconsoles_name(tmp_path: Path) -> None:
+    """The job's sitecustomize (on PYTHONPATH of every process when hang detection is
+    on) maps TORCHELASTIC_RESTART_COUNT for torchrun's workers."""
+    hook = Path(hang_sitecustomize.__file__)
+    (tmp_path / "sitecustomize.py").write_text(hook.read_text())
+    show = "import os; print(os.environ.get('DISTCONSOLE_RESTART_COUNT'))"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
+    worker = subprocess.run(
+        [sys.executable, "-c", show],
+        env={**env, "TORCHELASTIC_RESTART_COUNT": "2", "DISTCONSOLE_RESTART_COUNT": "0"},
+        capture_output=True,
+        text=True,
+    )
+    assert worker.stdout.strip() == "2", worker.stderr
+    other = subprocess.run(
+        [sys.executable, "-c", show],
+        env={**env, "DISTCONSOLE_RESTART_COUNT": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert other.stdout.strip() == "1", other.stderr
 
 
 def test_the_supervisor_source_holds_the_restart_part_and_compiles() -> None:

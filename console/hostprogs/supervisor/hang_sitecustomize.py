@@ -9,9 +9,12 @@ workers, mpirun's ranks, a user's script) imports it at start-up. It registers
 capture that the process answers that signal (a process without it would die of it).
 faulthandler's handler is C code that needs neither the GIL nor the main thread.
 
-Then it imports the sitecustomize it shadows, if any (Debian's, a virtualenv's), so
-the user's start-up stays as it was. Standard library only, Python >= 3.7, and it never
-raises: a job must not fail because its hang hook could not be set up.
+It also copies torchrun's ``TORCHELASTIC_RESTART_COUNT`` (a worker group restarted by
+``--max-restarts``) into ``DISTCONSOLE_RESTART_COUNT``, which every other process of a
+job gets from its wrapper. Then it imports the sitecustomize it shadows, if any
+(Debian's, a virtualenv's), so the user's start-up stays as it was. Standard library
+only, Python >= 3.7, and it never raises: a job must not fail because its hang hook
+could not be set up.
 """
 
 import contextlib
@@ -75,5 +78,13 @@ def _chain_next_sitecustomize() -> None:
             sys.modules["sitecustomize"] = me
 
 
+def _distconsole_restart_count() -> None:
+    """torchrun's workers: the restart's number under distconsole's name too."""
+    count = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if count is not None:
+        os.environ["DISTCONSOLE_RESTART_COUNT"] = count
+
+
 _safe(_distconsole_hang_hook)()
+_safe(_distconsole_restart_count)()
 _safe(_chain_next_sitecustomize)()

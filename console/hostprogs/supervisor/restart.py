@@ -84,6 +84,17 @@ def sv_start_wrapper(job_dir: str, name: str, count: int) -> subprocess.Popen[by
     return child
 
 
+def sv_restart_reason(count: int, cause: dict[str, Any]) -> str:
+    """``restart 1: rank 1 (torchrun-0) exit status 3``: a notification's reason."""
+    who = cause.get("process") or "?"
+    if isinstance(cause.get("rank"), int):
+        who = f"rank {cause['rank']} ({who})"
+    how = cause.get("signal") or (
+        f"exit status {cause['exit_code']}" if cause.get("exit_code") is not None else "ended"
+    )
+    return f"restart {count}: {who} {how}"
+
+
 class SvRestarts:
     """Mixed into the supervisor: restarts in place, torchrun's restarts, their events."""
 
@@ -95,6 +106,7 @@ class SvRestarts:
     local: Any
     dirty: bool
     remote_verdict: dict[str, Any] | None  # a follower's: the leader's stop or final word
+    notifier: Any  # the leader's (notify.py): --notify-on restarted
 
     def init_restarts(self) -> None:
         self.restarted_children: list[subprocess.Popen[bytes]] = []
@@ -144,6 +156,8 @@ class SvRestarts:
         self.last_restart = dict(cause, host=host, process=name, count=count, at=time.time())
         self.event("restarted", process=name, of_host=host, count=count, cause=cause)
         self.dirty = True
+        if self.is_leader:
+            self.notifier.notify("restarted", "running", sv_restart_reason(count, cause), host)
         if host == self.host and not self.is_leader:
             self.send_leader({"type": "restarted", "name": name, "count": count, "cause": cause})
 
