@@ -21,6 +21,7 @@ resume); ``--sleep SECONDS`` sleeps in every step. Arguments it does not know ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -80,12 +81,15 @@ def resume(directory: str, model: nn.Module, optimizer: Any) -> int:
 
 
 def save(directory: str, step: int, model: nn.Module, optimizer: Any) -> None:
-    """Written whole then renamed (a crash never leaves half a checkpoint); 3 kept."""
+    """Written whole then renamed (a crash never leaves half a checkpoint); 3 kept. On
+    shared storage every host writes the same (identical) file: each its own temporary."""
     path = os.path.join(directory, f"step-{step:08d}.pt")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path + ".tmp")
-    os.replace(path + ".tmp", path)
+    tmp = f"{path}.{os.uname().nodename}.{os.getpid()}.tmp"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, tmp)
+    os.replace(tmp, path)
     for old in checkpoint_steps(directory)[:-3]:
-        os.unlink(os.path.join(directory, f"step-{old:08d}.pt"))
+        with contextlib.suppress(FileNotFoundError):  # another host's rank removed it
+            os.unlink(os.path.join(directory, f"step-{old:08d}.pt"))
 
 
 def main() -> int:

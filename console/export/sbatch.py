@@ -20,6 +20,12 @@ the inventory, see :mod:`console.export.shape`):
   the task count). When the workers' step ends, the ps step is
   stopped (the console's PS rule) and the job ends with the workers' status.
 
+With ``--max-restarts N`` torchrun restarts its workers (``--max-restarts N``, a fresh
+store per round as ``launch`` does) and the batch job is ``--requeue``: Slurm runs it
+again after a node failure or a preemption, ``DISTCONSOLE_RESTART_COUNT`` from
+``SLURM_RESTART_COUNT``; ``DISTCONSOLE_CHECKPOINT_DIR`` is ``--checkpoint-dir``, else
+``checkpoints/JOB_ID`` in the submit directory (kept by a requeue: same job id).
+
 Fail-fast is ``srun --kill-on-bad-exit=1``. The environment is the planners'
 (PYTHONUNBUFFERED, thread caps, NCCL/Gloo NIC from ``--interface`` or the hosts' common
 ``interface``, for MPI also OMPI_MCA_btl_tcp_if_include, the user's ``--env``, the step
@@ -129,8 +135,29 @@ def _ddp(shape: JobShape, stem: str | None) -> list[str]:
         f"srun {_kill_on_bad_exit(shape)}{_task_output(stem)} --ntasks-per-node=1 \\",
         f'  {torchrun} --nnodes "$SLURM_NNODES" --nproc-per-node {shape.gpus_per_node} \\',
         '  --rdzv-id "$SLURM_JOB_ID" --rdzv-backend c10d --rdzv-endpoint "$head:$port" \\',
+        *([f"  --max-restarts {shape.spec.max_restarts} \\"] if shape.spec.max_restarts else []),
         f"  --tee 3 {_q([*_torchrun_target(shape), *shape.args])}",
     ]
+
+
+def _recovery(spec: JobSpec) -> list[str]:
+    """Restarts and checkpoints (only when asked: the scripts stay as they were)."""
+    if not (spec.max_restarts or spec.checkpoint_dir):
+        return []
+    where = (
+        shell_word(spec.checkpoint_dir)
+        if spec.checkpoint_dir
+        else '"$SLURM_SUBMIT_DIR/checkpoints/$SLURM_JOB_ID"'
+    )
+    lines = [
+        f"export DISTCONSOLE_CHECKPOINT_DIR={where}",
+        'mkdir -p "$DISTCONSOLE_CHECKPOINT_DIR"',
+        'export DISTCONSOLE_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"',
+    ]
+    if spec.max_restarts and spec.kind is JobKind.DDP:
+        # Each round's workers meet in a fresh store (see jobs/plan/ddp.py).
+        lines.append("export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1")
+    return lines
 
 
 def _mpi(shape: JobShape, stem: str | None) -> list[str]:
@@ -255,6 +282,8 @@ def sbatch_export(
     lines.append("#SBATCH --output=batch.out" if task_output else "#SBATCH --output=%x-%j.out")
     lines += [f"#SBATCH --{k}={v}" for k, v in extra.items() if v is not None]
     lines += [f"#SBATCH {option}" for option in sbatch_options]
+    if spec.max_restarts:
+        lines.append("#SBATCH --requeue")
     lines += ["", "set -euo pipefail"]
     if spec.workdir:
         lines.append(f"cd {shell_word(spec.workdir)}")
@@ -264,6 +293,7 @@ def sbatch_export(
         env = {"OMPI_MCA_btl_tcp_if_include": shape.interface, **env}
     for key, value in env.items():
         lines.append(f"export {key}={shlex.quote(value)}")
+    lines += _recovery(spec)
     if kind in (JobKind.DDP, JobKind.PS):
         lines.append('mapfile -t nodes < <(scontrol show hostnames "$SLURM_JOB_NODELIST")')
         # Each node's NodeAddr: how Slurm itself reaches it (a node name may not resolve).

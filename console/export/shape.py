@@ -154,10 +154,11 @@ def _shape(
             "world_size": world_size,
         },
     )
-    if spec.max_restarts:
+    if spec.max_restarts and spec.kind is not JobKind.DDP:
         extra.append(
-            "--max-restarts does not travel to an exported or Slurm job yet (no torchrun "
-            "restarts, no --requeue): it runs once; DISTCONSOLE_CHECKPOINT_DIR is not set"
+            f"--max-restarts under a scheduler: a {spec.kind.value} job is requeued "
+            "(sbatch --requeue: a node failure, a preemption) but a failed rank is not run "
+            "again (only ddp's torchrun restarts its workers there); Kubeflow: not at all"
         )
     if spec.kind is JobKind.HOROVOD and spec.horovod_launcher == "gloo":
         extra.append(

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from console.errors import JobSpecError
+from console.export.sbatch import sbatch_export
+from console.export.shape import job_shape
 from console.hostprogs.supervisor import hang_sitecustomize
 from console.hostprogs.supervisor.policy import (
     JobPolicy,
@@ -229,3 +231,20 @@ def test_bad_restart_options_name_their_field(
     with pytest.raises(JobSpecError) as caught:
         make_spec(**values)
     assert caught.value.field == field and words in str(caught.value)
+
+
+def test_a_slurm_script_restarts_through_torchrun_and_requeues(inventory: Inventory) -> None:
+    spec = make_spec(kind="ddp", program="t.py", gpus_per_host=2, max_restarts=2)
+    script = sbatch_export(job_shape(spec, inventory)).script
+    lines = script.splitlines()
+    assert "#SBATCH --requeue" in lines and "  --max-restarts 2 \\" in lines
+    assert "export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in lines
+    assert 'export DISTCONSOLE_RESTART_COUNT="${SLURM_RESTART_COUNT:-0}"' in lines
+    assert (
+        'export DISTCONSOLE_CHECKPOINT_DIR="$SLURM_SUBMIT_DIR/checkpoints/$SLURM_JOB_ID"' in lines
+    )
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    plain = sbatch_export(job_shape(make_spec(kind="ddp", program="t.py"), inventory)).script
+    assert "--requeue" not in plain and "DISTCONSOLE_CHECKPOINT_DIR" not in plain
+    mpi = job_shape(make_spec(kind="mpi", program="/bin/true", max_restarts=1), inventory)
+    assert any("a failed rank is not run again" in w for w in mpi.warnings)
