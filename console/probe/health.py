@@ -5,10 +5,11 @@ samples do not date is kept by a :class:`HealthTracker` the caller holds).
 fail: uncorrectable ECC errors since the last reset, a row remap pending or failed,
 retired pages pending, a recovery action other than none, a critical Xid in the last
 ``XID_FAIL_WINDOW_S``; a host-level row (``gpu`` None) for a host that is down, gave no
-sample, or whose nvidia-smi / NVML does not answer. warn: clocks slowed by the hardware
-(slowdown, thermal, power brake) or software thermal, a PCIe link narrower than its
-maximum (or slower under load), corrected ECC errors rising, uncorrectable ECC errors in
-the board's lifetime, a fan error, NVLink links down, hot, other Xids.
+sample, or whose nvidia-smi / NVML does not answer (another reader error warns). warn:
+clocks slowed by the hardware (slowdown, thermal, power brake) or software thermal, a
+PCIe link narrower than its maximum (or slower under load), corrected ECC errors rising,
+uncorrectable ECC errors in the board's lifetime, a fan error, NVLink links down, hot,
+other Xids.
 """
 
 from __future__ import annotations
@@ -199,7 +200,10 @@ def _host_row(view: HostView, now: float, tracker: HealthTracker | None) -> GpuV
     health = s.health
     found: list[Found] = []
     if health is not None and health.error:
-        found.append(("fail", "hung", health.error, health.error_since))
+        # Not answering fails the host; another reader error (no driver loaded, "No
+        # devices were found") warns with its words: the GPU figures say the rest.
+        hung = "not answering" in health.error
+        found.append(("fail" if hung else "warn", "hung", health.error, health.error_since))
     elif s.gpu_error and "not answering" in s.gpu_error:
         found.append(("fail", "hung", s.gpu_error, None))
     if view.stale:

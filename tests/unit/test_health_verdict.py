@@ -179,3 +179,10 @@ def test_failure_summary_names_dated_events_in_the_window_and_failures_found_at_
         "n1 GPU 0: row remap pending (reset the GPU) (found when the job ended)",
     ]
     assert failure_health_lines([view(HostHealth("nvml", NOW, (healthy(),)))], 0, NOW, "x") == []
+
+
+def test_a_reader_error_that_is_not_a_hang_only_warns() -> None:
+    broken = HostHealth("nvidia-smi", None, error="No devices were found", error_since=NOW)
+    sample = HostSample("n1", NOW, "nvidia-smi", gpu_error="No devices were found", health=broken)
+    (row,) = host_verdicts(HostView("n1", HostState.UP, "", sample), NOW)
+    assert (row.gpu, row.state, row.reasons) == (None, "warn", ("No devices were found",))

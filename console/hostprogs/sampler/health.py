@@ -23,6 +23,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
 
 HEALTH_EVERY_S = 5.0  # NVML health reads (~20 driver calls a GPU)
 NVSMI_HEALTH_EVERY_S = 10.0  # one nvidia-smi start each: its cost is the bench's figure
+JOURNAL_EVERY_S = 30.0  # journalctl -k (where /dev/kmsg is not readable): a dearer start
 ANSWER_WITHIN_S = 10.0  # a GPU read (NVML call, nvidia-smi) slower than this: "not answering"
 XIDS_KEPT = 32  # the most recent Xid events a line carries
 
@@ -298,8 +299,9 @@ class KernelXids:
     buffer at start, then what is new), else ``journalctl -k`` every ``every`` seconds
     in a thread of its own. ``error`` says why neither can be read (dmesg_restrict ...)."""
 
-    def __init__(self, every: float = NVSMI_HEALTH_EVERY_S, kmsg: str = "/dev/kmsg") -> None:
+    def __init__(self, every: float = JOURNAL_EVERY_S, kmsg: str = "/dev/kmsg") -> None:
         self.events: list[dict[str, object]] = []
+        self.first = threading.Event()  # set once the log was first read (or cannot be)
         self.source: str | None = None
         self.error: str | None = None
         self.fd: int | None = None
@@ -309,6 +311,7 @@ class KernelXids:
         try:
             self.fd = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK)
             self.source = "kmsg"
+            self.first.set()  # read at each poll, without waiting
         except OSError as exc:
             self.error = f"{kmsg} not readable ({exc.strerror or exc})"
             import shutil
@@ -319,6 +322,8 @@ class KernelXids:
                 self.since = 0.0
                 self.guard = Bounded()
                 threading.Thread(target=self._journal_loop, daemon=True).start()
+            else:
+                self.first.set()
 
     def _add(self, found: dict[str, object] | None) -> None:
         if found is not None and found not in self.events:
@@ -353,6 +358,7 @@ class KernelXids:
     def _journal_loop(self) -> None:
         while True:
             self._journal_once()
+            self.first.set()
             time.sleep(self.every)
 
     def _journal_once(self) -> None:

@@ -157,6 +157,8 @@ def main(argv: list[str]) -> int:
                 health.nvsmi.first.wait(bound + 1.0)
         elif source != "nvml":
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
+    if interval <= 0 and health.kernel is not None:
+        health.kernel.first.wait(bound)  # journalctl's first read, where it is the source
     if interval <= 0:
         # One line only: CPU % and throughput are differences, give them a window.
         time.sleep(max(0.0, 0.1 - (time.time() - host.cpu_since)))
