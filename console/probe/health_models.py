@@ -15,8 +15,9 @@ from typing import Any
 from console.hostprogs.sampler.schema import HEALTH_FIELDS, XID_FIELDS, names
 from console.probe import values
 
-# GpuHealth attribute -> (type, nvidia-smi name)
+# nvidia-smi name -> (GpuHealth attribute, type); older drivers' names too
 _BY_QUERY = {query: (attr, kind) for attr, kind, query in HEALTH_FIELDS if query}
+_BY_QUERY["clocks_throttle_reasons.active"] = _BY_QUERY["clocks_event_reasons.active"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,6 +137,24 @@ def test_unknown_fields_are_dropped_not_fatal(tmp_path: Path) -> None:
     assert view_of(lines).sample.health.gpu(0).remapped_rows_pending == "No"  # type: ignore[union-attr]
 
 
+def test_an_older_driver_is_asked_for_the_older_name_of_a_field(tmp_path: Path) -> None:
+    """Before R535 nvidia-smi calls clocks event reasons "clocks_throttle_reasons": a copy
+    of the H200 capture with that column renamed (written here) stands for such a driver."""
+    text = (DATA / "csv_h200_query-gpu.csv").read_text()
+    renamed = text.replace("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+    assert renamed != text
+    (tmp_path / "r530_query-gpu.csv").write_text(renamed)
+    (tmp_path / "r530_compute-apps.csv").write_text(
+        (DATA / "csv_h200_compute-apps.csv").read_text()
+    )
+    lines = sample_lines(STANDIN, capture=str(tmp_path / "r530"))
+    fields = json.loads(lines[1])["health"]["nvsmi"]["fields"]
+    assert (
+        "clocks_throttle_reasons.active" in fields and "clocks_event_reasons.active" not in fields
+    )
+    assert view_of(lines).sample.health.gpu(0).clock_events == 0  # type: ignore[union-attr]
+
+
 def test_xid_lines_parse_with_and_without_a_pid() -> None:
     found = host_health.parse_xid(
         "NVRM: Xid (PCI:0000:83:00): 79, pid=1, GPU has fallen off the bus.", 5.0, "kmsg"

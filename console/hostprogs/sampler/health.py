@@ -33,6 +33,8 @@ XID_LINE = re.compile(
     r":\s*(\d+)\s*,?\s*(.*)"
 )
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field')
+# A field's older name, asked for where the driver refuses the newer one (before R535).
+OLDER_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
 # NVML's gpu recovery action values (nvmlDeviceGetFieldValues NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
 RECOVERY_ACTIONS = {
     0: None,
@@ -275,7 +277,12 @@ class NvsmiHealth:
                     return
                 bad = _INVALID_FIELD.search(out)
                 if status != 0 and bad and bad.group(1) in self.fields[2:]:
-                    self.fields.remove(bad.group(1))
+                    name = bad.group(1)
+                    older = OLDER_NAMES.get(name)
+                    if older is not None and older not in self.fields:
+                        self.fields[self.fields.index(name)] = older
+                    else:
+                        self.fields.remove(name)
                     continue
                 self.error_since = None
                 if status != 0:
