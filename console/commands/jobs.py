@@ -114,9 +114,14 @@ COLUMNS = ("ID", "NAME", "KIND", "STATE", "STARTED", "HOSTS")
 
 
 def state_text(record: JobRecord) -> str:
-    """The state, with the supervisors' marks: ``running (hung)``."""
+    """The state, with the supervisors' marks: ``running (hung)``, ``succeeded · restart 1``."""
     view = record.host_view or {}
-    return record.state.value + (" (hung)" if view.get("hung") else "")
+    restarts = view.get("restarts")
+    return (
+        record.state.value
+        + (" (hung)" if view.get("hung") else "")
+        + (f" · restart {restarts}" if isinstance(restarts, int) and restarts > 0 else "")
+    )
 
 
 def render(records: Sequence[JobRecord]) -> str:

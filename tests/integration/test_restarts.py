@@ -61,6 +61,8 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(sshd_cluster
     ]
     assert job["state"] == "succeeded", (job, errors)
     assert job["restarts"] == 1, job
+    table = dc(tmp_path, "jobs", str(cluster.inventory_path))
+    assert "succeeded · restart 1" in table.stdout, table.stdout
     text = "\n".join(outputs.values())
     resumed = {int(r): int(s) for r, s in re.findall(r"rank (\d) resumed from step (\d+)", text)}
     assert sorted(resumed) == [0, 1, 2, 3], text[-3000:]
