@@ -7,6 +7,8 @@ failure or the hang, which rank, where it was stuck), ``plan.json``, ``timeline.
 (every host's events merged by time), ``steps.csv`` (time, rank, step, loss, rate,
 from the rank logs) and ``hosts/HOST/`` (each process's wrapper with
 its exact command and environment, every rank's log, hang captures, GPU samples).
+A failed job's summary ends with the GPU health events on its hosts in its time window
+and the GPUs failing when the report was made (one fresh sample of each host).
 Prints the summary. Exit 0 when every host's directory came, 1 when a host's could not
 be fetched (what came is still written), 2 for bad input (unknown job).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +28,12 @@ from console.commands import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
+from console.jobs.models import JobState
 from console.jobs.report.bundle import HostBundle, make_report
 from console.jobs.report.discover import discover
 from console.logs.file_steps import write_bundle_steps
+from console.probe.health import failure_health_lines
+from console.probe.health_check import read_views
 from console.transport.pool import ClusterConnections
 
 
@@ -68,8 +74,26 @@ async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Pa
         found, _settled = await discover(pool, inventory, history)
         record = _record(history, job_id, inventory, found.unreachable)
         summary, bundles = await make_report(pool, record, out)
+        hardware = await job_health(pool, inventory, record)
+    if hardware:
+        with summary.open("a") as f:
+            f.write("GPU health on the job's hosts:\n")
+            f.writelines(f"  {line}\n" for line in hardware)
     await asyncio.to_thread(write_bundle_steps, record.plan, out)
     return finish(summary, bundles, out)
+
+
+async def job_health(
+    pool: ClusterConnections, inventory: Inventory, record: JobRecord
+) -> list[str]:
+    """A failed job's hosts' health events in its window (see ``failure_health_lines``)."""
+    if record.state not in (JobState.FAILED, JobState.LOST):
+        return []
+    known = {h.name for h in inventory.hosts}
+    views = await read_views(pool, [h for h in record.hosts if h in known])
+    ended = record.ended or time.time()
+    found = "found when this report was made"
+    return failure_health_lines(views, record.started, ended, "the job", found=found)
 
 
 def finish(summary: Path, bundles: Sequence[HostBundle], out: Path) -> int:

@@ -296,6 +296,7 @@ def failure_health_lines(
     failed_at: float,
     failed: str,
     now: float | None = None,
+    found: str = "found when the job ended",
 ) -> list[str]:
     """What a failure summary says of the hardware: each dated health event on the job's
     hosts from its start to just after it failed ("node3 GPU 5: Xid 79 (GPU has fallen
@@ -315,5 +316,5 @@ def failure_health_lines(
                 when = f"{abs(gap):.0f} s {'before' if gap >= 0 else 'after'} {failed} exited"
                 lines.append(f"{where}: {e.text} at {clock(e.time)}, {when}")
             elif not dated and e.state == "fail":
-                lines.append(f"{where}: {e.text} (found when the job ended)")
+                lines.append(f"{where}: {e.text} ({found})")
     return list(dict.fromkeys(lines))

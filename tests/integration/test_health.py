@@ -162,3 +162,20 @@ def test_a_failed_job_names_the_failing_gpu_of_its_host(
         "node0 GPU 0: 2 uncorrectable ECC error(s) since the last reset (found when the job ended)"
     ) in tail, done.stderr
     assert "node1" not in tail
+    # The report's summary names it too.
+    jobs = subprocess.run(
+        [sys.executable, "-m", "console", "jobs", str(path), "--json"],
+        capture_output=True, text=True, timeout=90, env=env,
+    )  # fmt: skip
+    (job,) = json.loads(jobs.stdout)
+    out = tmp_path / "report"
+    subprocess.run(
+        [sys.executable, "-m", "console", "report", str(path), job["id"], "--out", str(out)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    summary = (out / "summary.txt").read_text()
+    assert "GPU health on the job's hosts:" in summary
+    assert (
+        "  node0 GPU 0: 2 uncorrectable ECC error(s) since the last reset "
+        "(found when this report was made)"
+    ) in summary
