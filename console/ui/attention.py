@@ -13,8 +13,8 @@ from console.probe.models import GpuSample, HostSample, HostView
 from console.settings import DEFAULT_SETTINGS, Settings
 
 Health = dict[int | None, GpuVerdict]  # a host's verdicts that are not ok, by GPU (None: host)
-_HEALTH_CACHE: dict[int, tuple[HostSample, HostView, Health]] = {}
-_HEALTH_CACHE_MAX = 4096
+# host -> its latest view's verdicts (one entry per host: no old sample is kept alive)
+_HEALTH_CACHE: dict[str, tuple[HostSample, HostView, Health]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +44,11 @@ def health_of(view: HostView | None) -> Health:
     sample = view.sample if view is not None else None
     if view is None or sample is None or sample.health is None or not view.up:
         return {}
-    kept = _HEALTH_CACHE.get(id(sample))
+    kept = _HEALTH_CACHE.get(view.name)
     if kept is not None and kept[0] is sample and kept[1] is view:
         return kept[2]
     found = {v.gpu: v for v in host_verdicts(view) if v.state != "ok"}
-    if len(_HEALTH_CACHE) >= _HEALTH_CACHE_MAX:
-        _HEALTH_CACHE.clear()
-    _HEALTH_CACHE[id(sample)] = (sample, view, found)
+    _HEALTH_CACHE[view.name] = (sample, view, found)
     return found
 
 
