@@ -8,7 +8,6 @@ uses, so that the Xid (which stays in the kernel log) marks no other test's GPU.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 from pathlib import Path
@@ -48,7 +47,7 @@ async def one_view(host: Host) -> object:
         await pool.close()
 
 
-def test_xid_79_in_the_kernel_log_fails_the_local_gpu(tmp_path: Path) -> None:
+async def test_xid_79_in_the_kernel_log_fails_the_local_gpu(tmp_path: Path) -> None:
     bus = random.randint(0xE0, 0xFE)
     capture = capture_at(tmp_path, bus)
     with open("/dev/kmsg", "w") as kmsg:
@@ -61,7 +60,7 @@ def test_xid_79_in_the_kernel_log_fails_the_local_gpu(tmp_path: Path) -> None:
         address="local",
         setup=f"export PATH={standin}:$PATH NVSMI_STANDIN_CAPTURE={capture}",
     )
-    view = asyncio.run(one_view(host))
+    view = await one_view(host)
     rows = host_verdicts(view)  # type: ignore[arg-type]
     (gpu,) = [v for v in rows if v.gpu == 0]
     assert gpu.state == "fail"
