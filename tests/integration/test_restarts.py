@@ -42,9 +42,14 @@ def restarted(cluster: SshdCluster, job_id: str) -> list[dict[str, Any]]:
     return [e for e in events(cluster, "node0", job_id) if e["event"] == "restarted"]
 
 
-def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(sshd_cluster, tmp_path) -> None:
-    """2 hosts x 2 ranks, rank 1 exits 3 at step 30 on the first attempt only."""
-    cluster = sshd_cluster(n=2)
+@pytest.mark.parametrize("shared_home", [False, True])
+def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(
+    sshd_cluster, tmp_path, shared_home: bool
+) -> None:
+    """2 hosts x 2 ranks, rank 1 exits 3 at step 30 on the first attempt only. With
+    ``shared_home`` both hosts have one job directory (one user): each supervisor counts
+    its own torchrun's attempts."""
+    cluster = sshd_cluster(n=2, shared_account=shared_home)
     job_id = launch(
         tmp_path, cluster, "--kind", "ddp", "--gpus-per-host", "2", "--max-restarts", "2",
         "--", "example:ddp", "--steps", "60", "--crash-rank", "1", "--crash-at-step", "30",
@@ -68,8 +73,11 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(sshd_cluster
     assert sorted(resumed) == [0, 1, 2, 3], text[-3000:]
     assert all(25 <= step <= 30 for step in resumed.values()), resumed
     assert len(re.findall(r"rank \d params_checksum=", text)) == 4
-    [event] = restarted(cluster, job_id)
-    assert event["count"] == 1 and event["cause"]["exit_code"] == 3, event
+    # The host whose rank failed restarts (a peer whose own workers failed in the
+    # collective too may report its restart of the same round).
+    found = restarted(cluster, job_id)
+    assert found and all(e["count"] == 1 for e in found), found
+    [event] = [e for e in found if e["cause"].get("exit_code") == 3]
     assert event["cause"]["host"] in ("node0", "node1") and event["cause"]["local_rank"] in (0, 1)
     out = tmp_path / "report"
     made = dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))

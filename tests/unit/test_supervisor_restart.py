@@ -86,10 +86,11 @@ def test_ddp_is_restarted_by_torchrun_not_the_supervisor_and_counts_rounds() -> 
 
 
 def test_torchrun_attempts_and_failure_lines_are_read(tmp_path: Path) -> None:
-    assert sv_torchrun_attempt(str(tmp_path)) == 0
+    assert sv_torchrun_attempt(str(tmp_path), "torchrun-0") == 0
     for attempt in (0, 1, 2):
-        (tmp_path / "torchrun" / "job_abc" / f"attempt_{attempt}").mkdir(parents=True)
-    assert sv_torchrun_attempt(str(tmp_path)) == 2
+        (tmp_path / "torchrun/torchrun-0/job_abc" / f"attempt_{attempt}").mkdir(parents=True)
+    (tmp_path / "torchrun/torchrun-1/job_xyz/attempt_3").mkdir(parents=True)  # a shared home
+    assert sv_torchrun_attempt(str(tmp_path), "torchrun-0") == 2
     lines = [
         "E1126 12:51:30.992000 31315 torch/distributed/elastic/multiprocessing/api.py:1002] "
         "failed (exitcode: 3) local_rank: 1 (pid: 31883) of binary: /usr/bin/python3",
@@ -194,6 +195,7 @@ def test_ddp_with_restarts_uses_torchruns_c10d_rendezvous(inventory: Inventory) 
         assert pairs["--rdzv-conf"] == f"is_host={1 if node == 0 else 0}"
         assert pairs["--local-addr"] == f"10.0.0.{node + 1}"
         assert pairs["--max-restarts"] == "3"
+        assert pairs["--log-dir"].endswith(f"/j-1/torchrun/torchrun-{node}")
 
 
 def test_the_checkpoint_dir_and_the_inventory_default(tmp_path: Path) -> None:

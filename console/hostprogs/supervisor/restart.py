@@ -44,11 +44,11 @@ SV_TORCHRUN_LOGS = "torchrun"  # the job directory's torchrun --log-dir (jobs/pa
 SV_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 
 
-def sv_torchrun_attempt(job_dir: str) -> int:
-    """The highest ``attempt_N`` torchrun made under the job's log directory (its
-    restarts of a failed worker group on this host)."""
+def sv_torchrun_attempt(job_dir: str, name: str) -> int:
+    """The highest ``attempt_N`` torchrun ``name`` made under its log directory
+    (``torchrun/NAME/RUN/``, jobs/plan/ddp.py): its restarts of a failed worker group."""
     found = 0
-    for path in glob.glob(os.path.join(job_dir, SV_TORCHRUN_LOGS, "*", "attempt_*")):
+    for path in glob.glob(os.path.join(job_dir, SV_TORCHRUN_LOGS, name, "*", "attempt_*")):
         with contextlib.suppress(ValueError):
             found = max(found, int(path.rsplit("_", 1)[1]))
     return found
@@ -110,7 +110,7 @@ class SvRestarts:
 
     def init_restarts(self) -> None:
         self.restarted_children: list[subprocess.Popen[bytes]] = []
-        self.torchrun_attempt = 0  # the highest attempt_N seen (ddp)
+        self.torchrun_attempts: dict[str, int] = {}  # ddp: process -> highest attempt_N
         self.last_restart: dict[str, Any] | None = None  # its cause, for supervisor.json
 
     if TYPE_CHECKING:  # provided by the supervisor and its peers part (after this in the MRO)
@@ -176,11 +176,11 @@ class SvRestarts:
         self.restarted_children = [c for c in self.restarted_children if c.poll() is None]
         if self.cfg.get("kind") != "ddp" or not int(self.cfg.get("max_restarts") or 0):
             return
-        attempt = sv_torchrun_attempt(self.job_dir)
-        if attempt <= self.torchrun_attempt:
-            return
-        self.torchrun_attempt = attempt
         for name, proc in self.local.procs.items():
+            attempt = sv_torchrun_attempt(self.job_dir, name)
+            if attempt <= self.torchrun_attempts.get(name, 0):
+                continue
+            self.torchrun_attempts[name] = attempt
             lines: list[str] = []
             for path in proc.get("logs") or []:
                 lines += sv_tail(os.path.expanduser(path), 64 * 1024)

@@ -106,7 +106,10 @@ def plan_ddp(p: Placement) -> JobPlan:
             str(ph.slots),
             *rendezvous_args(p, node_rank, restarts),
             "--log-dir",
-            paths.torchrun_log_dir(ph.job_dir),
+            # With restarts, one folder per host (NAME: torchrun-N): hosts that share a
+            # home share the job directory, and the supervisors count their own attempts.
+            paths.torchrun_log_dir(ph.job_dir)
+            + (f"/{paths.process_name(ROLE, node_rank)}" if restarts else ""),
             "--tee",
             "3",
             *script_argv(spec.program, spec.example, ph.job_dir),
