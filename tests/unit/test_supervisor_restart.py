@@ -250,3 +250,8 @@ def test_a_slurm_script_restarts_through_torchrun_and_requeues(inventory: Invent
     assert "--requeue" not in plain and "DISTCONSOLE_CHECKPOINT_DIR" not in plain
     mpi = job_shape(make_spec(kind="mpi", program="/bin/true", max_restarts=1), inventory)
     assert any("a failed rank is not run again" in w for w in mpi.warnings)
+
+
+def test_a_wrapper_that_cannot_run_again_leaves_the_end_standing(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        sv_start_wrapper(str(tmp_path / "gone"), "launcher-0", 1)

@@ -134,7 +134,12 @@ class SvRestarts:
         if not count:
             return False
         name = str(end["name"])
-        self.restarted_children.append(sv_start_wrapper(self.job_dir, name, count))
+        try:
+            self.restarted_children.append(sv_start_wrapper(self.job_dir, name, count))
+        except OSError as exc:  # its wrapper gone, no fork: the end stands
+            self.policy.restarts[(self.host, name)] = count - 1
+            self.event("restart-failed", process=name, count=count, why=repr(exc))
+            return False
         self.local.ended.pop(name, None)
         self.local.pgids.pop(name, None)  # read again from the new .pgid file
         proc = self.policy.process(self.host, name)
