@@ -3,8 +3,8 @@ when, drawn from a host's samples (pure: no I/O; the "since when" of a condition
 samples do not date is kept by a :class:`HealthTracker` the caller holds).
 
 fail: uncorrectable ECC errors since the last reset, a row remap pending or failed,
-retired pages pending, a recovery action other than none, a critical Xid in the last
-``XID_FAIL_WINDOW_S``; a host-level row (``gpu`` None) for a host that is down, gave no
+retired pages pending, a recovery action other than none, a critical Xid on it in the
+last ``XID_FAIL_WINDOW_S``; a host-level row (``gpu`` None) for a host that is down, gave no
 sample, or whose nvidia-smi / NVML does not answer (another reader error warns). warn:
 clocks slowed by the hardware (slowdown, thermal, power brake) or software thermal, a
 PCIe link narrower than its maximum (or slower under load), corrected ECC errors rising,
@@ -163,7 +163,10 @@ def _xid_findings(xids: Iterable[XidEvent], now: float) -> list[Found]:
     out: list[Found] = []
     for x in xids:
         recent = now - x.time < XID_FAIL_WINDOW_S
-        state: State = "fail" if x.xid in CRITICAL_XIDS and recent else "warn"
+        # An Xid on a PCI address none of the host's GPUs has now only warns: the GPU
+        # it named is not among those a job could be placed on.
+        critical = x.xid in CRITICAL_XIDS and recent and x.gpu is not None
+        state: State = "fail" if critical else "warn"
         where = "" if x.gpu is not None or not x.pci else f" on PCI {x.pci}"
         out.append((state, f"xid-{x.xid}", f"{xid_words(x.xid)}{where} at {clock(x.time)}", x.time))
     return out
@@ -208,7 +211,7 @@ def _host_row(view: HostView, now: float, tracker: HealthTracker | None) -> GpuV
         found.append(("fail", "hung", s.gpu_error, None))
     if view.stale:
         found.append(("warn", "stale", f"sampler silent ({view.reason or 'stale'})", None))
-    if health is not None:
+    if health is not None and s.gpu_source != "none":  # no GPU reader: no GPU to name
         found += _xid_findings((x for x in health.xids if x.gpu is None), now)
     if found:
         return _verdict(view.name, None, found, now, tracker)

@@ -110,13 +110,19 @@ def test_xids_by_gpu_critical_fails_recent_only_and_others_warn() -> None:
     assert xid_words(999) == "Xid 999"
 
 
-def test_an_xid_on_an_unknown_pci_address_is_a_host_finding() -> None:
+def test_an_xid_on_an_unknown_pci_address_is_a_host_warning() -> None:
     health = HostHealth(
         "nvml", NOW, (healthy(),), (XidEvent(NOW, 79, "0000:99:00", None, "", "kmsg"),)
     )
     rows = host_verdicts(view(health), NOW)
     host = next(r for r in rows if r.gpu is None)
-    assert host.state == "fail" and "on PCI 0000:99:00" in host.reasons[0]
+    # It warns (no GPU a job could use has that address now) ...
+    assert host.state == "warn" and "on PCI 0000:99:00" in host.reasons[0]
+    # ... and on a host with no GPU reader at all (no driver, no nvidia-smi), says nothing.
+    lone = HostHealth(None, None, (), health.xids)
+    bare = HostSample("n1", NOW, "none", gpu_error="no NVIDIA GPU", health=lone)
+    (row,) = host_verdicts(HostView("n1", HostState.UP, "", bare), NOW)
+    assert (row.state, row.reasons) == ("ok", ("no NVIDIA GPU",))
 
 
 def test_host_level_rows_down_not_answering_and_no_gpu() -> None:
