@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from console import display
-from console.commands import options
+from console.commands.parts import options
 from console.display import NOT_REPORTED
 from console.errors import CommandTimeout, ConsoleError
 from console.inventory import Host, load

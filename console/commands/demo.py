@@ -3,7 +3,7 @@
 ``--serve`` only runs the cluster (its inventory path is the first stdout line) until
 SIGINT/SIGTERM/SIGHUP, for scripts, benchmarks and a second terminal. Without it the cluster
 runs in a daemon thread's event loop while the UI (which runs its own loop) opens on it,
-on the GPU screen with a small job already training (:mod:`console.commands.demo_job`)
+on the GPU screen with a small job already training (:mod:`console.commands.parts.demo_job`)
 unless ``--idle``; the job is launched like ``launch --detach`` would, so the console
 finds it in the history and follows it as it follows any job it did not start.
 """
@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from console.commands.demo_job import record_power_off, start_training
+from console.commands.parts.demo_job import record_power_off, start_training
 from console.errors import ConsoleError
 from console.transport.demo import MAX_DEMO_HOSTS, DemoCluster, DemoUnavailable
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands.job_options import naming_options, register_job_command, spec_from_args
+from console.commands.parts.job_options import naming_options, register_job_command, spec_from_args
 from console.errors import ConsoleError, UsageError
 from console.export import job_shape, kubeflow, kubeflow_export, sbatch, sbatch_export, to_yaml
 from console.export.kubeflow import APIS

@@ -12,7 +12,7 @@ import asyncio
 import sys
 from typing import Any
 
-from console.commands import options
+from console.commands.parts import options
 from console.inventory import Inventory, load
 
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import options
+from console.commands.parts import options
 from console.display import byte_size
 from console.errors import UsageError
 from console.inventory import Host

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from console.commands import options
+from console.commands.parts import options
 from console.display import NOT_REPORTED
 from console.inventory import Host, load
 from console.probe.models import GpuSample, HostView, host_view_to_json

@@ -18,8 +18,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from console.commands import options
 from console.commands.gpus import snapshot
+from console.commands.parts import options
 from console.errors import EXIT_FAILED, EXIT_OK
 from console.inventory import load
 from console.probe.health import GpuVerdict, clock, cluster_verdicts

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import launch_slurm, options
+from console.commands.parts import launch_slurm, options
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState

@@ -27,7 +27,7 @@ from typing import Any
 import asyncssh
 
 from console import inventory as inventory_module
-from console.commands import options
+from console.commands.parts import options
 from console.errors import HostUnavailable, TransportError, UsageError
 from console.hostprogs import keys_program
 from console.inventory import Host

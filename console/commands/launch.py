@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import launch_slurm, options
-from console.commands.job_options import naming_options, register_job_command, spec_from_args
+from console.commands.parts import launch_slurm, options
+from console.commands.parts.job_options import naming_options, register_job_command, spec_from_args
 from console.display import terminal_safe
 from console.export.sbatch import backend_script
 from console.inventory import Inventory

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from console import inventory as inventory_mod
-from console.commands import options
+from console.commands.parts import options
 from console.display import job_ended_text, log_line_text
 from console.errors import JobError
 from console.inventory import Host, Inventory

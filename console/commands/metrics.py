@@ -15,7 +15,7 @@ import asyncio
 import sys
 from typing import Any
 
-from console.commands import options
+from console.commands.parts import options
 from console.inventory import Inventory, load
 from console.metrics.dcgm import HOSTNAME_LABEL, HOSTNAME_LABELS
 from console.metrics.listen import DEFAULT_ADDRESS, parse_listen

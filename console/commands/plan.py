@@ -15,8 +15,8 @@ import shlex
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import launch_slurm
-from console.commands.job_options import naming_options, register_job_command, spec_from_args
+from console.commands.parts import launch_slurm
+from console.commands.parts.job_options import naming_options, register_job_command, spec_from_args
 from console.jobs.models import JobPlan, RankLaunch
 from console.jobs.notify import masked, notify_line
 from console.jobs.paths import shell_join

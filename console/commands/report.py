@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from console import inventory as inventory_module
-from console.commands import launch_slurm, options
+from console.commands.parts import launch_slurm, options
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from console.commands import options
 from console.commands.metrics import listen_arg
+from console.commands.parts import options
 
 
 def register(sub: Any) -> None:

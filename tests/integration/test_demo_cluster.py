@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from console.commands.demo_job import demo_spec
+from console.commands.parts.demo_job import demo_spec
 from console.inventory import load
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState

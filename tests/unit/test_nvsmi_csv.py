@@ -15,8 +15,10 @@ from console.probe.nvsmi_csv import (
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "nvidia-smi"
-QUERY_FILES = sorted(p for p in DATA.glob("csv_*_query-gpu.csv"))
-APPS_FILES = sorted(DATA.glob("csv_*_compute-apps.csv"))
+# The real captures; a copy altered for a test (``-faults``: health faults set, said so in
+# SOURCES.md) is not one more capture.
+QUERY_FILES = sorted(p for p in DATA.glob("csv_*_query-gpu.csv") if "-faults" not in p.name)
+APPS_FILES = sorted(p for p in DATA.glob("csv_*_compute-apps.csv") if "-faults" not in p.name)
 GTX770_FIELDS = [
     "gpu_name",
     "utilization.gpu",

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from console.commands.job_options import add_job_options, spec_from_args
+from console.commands.parts.job_options import add_job_options, spec_from_args
 from console.errors import JobSpecError
 from console.export import job_shape
 from console.inventory import Host, Inventory

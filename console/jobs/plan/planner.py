@@ -13,8 +13,8 @@ from collections.abc import Callable
 from console.errors import JobSpecError
 from console.inventory import Inventory
 from console.jobs import paths
-from console.jobs.notify import plan_notify
 from console.jobs.models import JobKind, JobPlan
+from console.jobs.notify import plan_notify
 from console.jobs.plan.ddp import plan_ddp
 from console.jobs.plan.mpi import plan_mpi
 from console.jobs.plan.placement import Placement, hang_hook_uploads, place

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from console.commands import options
+from console.commands.parts import options
 from console.errors import JobSpecError
 from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env
 
