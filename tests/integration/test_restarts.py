@@ -74,16 +74,19 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(
     assert all(25 <= step <= 30 for step in resumed.values()), resumed
     assert len(re.findall(r"rank \d params_checksum=", text)) == 4
     # The host whose rank failed restarts (a peer whose own workers failed in the
-    # collective too may report its restart of the same round).
+    # collective too may report its restart of the same round). The cause is torchrun's
+    # first failure: rank 1's exit 3, or, when its neighbour failed in the collective
+    # within the same second, that one (torchrun's timestamps are whole seconds).
     found = restarted(cluster, job_id)
     assert found and all(e["count"] == 1 for e in found), found
-    [event] = [e for e in found if e["cause"].get("exit_code") == 3]
-    assert event["cause"]["host"] in ("node0", "node1") and event["cause"]["local_rank"] in (0, 1)
+    causes = [e["cause"] for e in found]
+    assert any(c.get("exit_code") in (1, 3) and c.get("local_rank") in (0, 1) for c in causes)
+    assert all(c["host"] in ("node0", "node1") for c in causes), causes
     out = tmp_path / "report"
     made = dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))
     assert made.returncode == 0, made.stderr
     summary = (out / "summary.txt").read_text()
-    assert re.search(r"restarts: 1; the last: rank \d on node\d \(exit status 3\)", summary)
+    assert re.search(r"restarts: 1; the last: rank \d on node\d \(exit status [13]\)", summary)
     assert " restarted " in (out / "timeline.txt").read_text()
     assert_nothing_left(cluster)
 
