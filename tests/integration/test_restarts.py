@@ -86,7 +86,9 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(
     made = dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))
     assert made.returncode == 0, made.stderr
     summary = (out / "summary.txt").read_text()
-    assert re.search(r"restarts: 1; the last: rank \d on node\d \(exit status [13]\)", summary)
+    assert re.search(r"restarts: 1; the last: rank \d on node\d \(exit status [13]\)", summary), (
+        summary
+    )
     assert " restarted " in (out / "timeline.txt").read_text()
     assert_nothing_left(cluster)
 

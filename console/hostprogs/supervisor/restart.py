@@ -40,6 +40,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     from console.hostprogs.supervisor.policy import ProcessEnded
 
 SV_RESTART_VAR = "DISTCONSOLE_RESTART_COUNT"
+SV_CAUSE_WAIT_S = 5.0  # how long a torchrun restart waits for its cause to be logged
 SV_TORCHRUN_LOGS = "torchrun"  # the job directory's torchrun --log-dir (jobs/paths.py)
 SV_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
 
@@ -110,6 +111,7 @@ class SvRestarts:
 
     def init_restarts(self) -> None:
         self.restarted_children: list[subprocess.Popen[bytes]] = []
+        self.torchrun_seen: dict[tuple[str, int], float] = {}
         self.torchrun_attempts: dict[str, int] = {}  # ddp: process -> highest attempt_N
         self.last_restart: dict[str, Any] | None = None  # its cause, for supervisor.json
 
@@ -185,11 +187,17 @@ class SvRestarts:
             attempt = sv_torchrun_attempt(self.job_dir, name)
             if attempt <= self.torchrun_attempts.get(name, 0):
                 continue
-            self.torchrun_attempts[name] = attempt
             lines: list[str] = []
             for path in proc.get("logs") or []:
                 lines += sv_tail(os.path.expanduser(path), 64 * 1024)
             failure = sv_torchrun_failure(lines)
+            # torchrun may make the new attempt's folder before its "failed (exitcode"
+            # line reaches the log: wait for the cause a little (SV_CAUSE_WAIT_S) rather
+            # than record a restart without it.
+            seen = self.torchrun_seen.setdefault((name, attempt), time.time())
+            if not failure and time.time() - seen < SV_CAUSE_WAIT_S:
+                continue
+            self.torchrun_attempts[name] = attempt
             ranks = [p.ranks for p in self.policy.processes if p.key == (self.host, name)]
             local_rank = failure.get("local_rank")
             cause = dict(failure, host=self.host, process=name)
