@@ -339,7 +339,10 @@ def test_serve_ended_by_a_signal_leaves_no_process_behind(
                 await conn.run(f"setsid {marker} </dev/null >/dev/null 2>&1 &", check=True)
 
         asyncio.run(detach())
-        assert _processes_with(marker)
+        deadline = time.monotonic() + 10  # the backgrounded setsid may not have exec'd yet
+        while not _processes_with(marker):
+            assert time.monotonic() < deadline, f"{marker} never started"
+            time.sleep(0.1)
         server.proc.send_signal(sig)
         server.proc.wait(timeout=30)
         deadline = time.monotonic() + 20
