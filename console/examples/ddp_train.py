@@ -119,7 +119,10 @@ def main() -> int:
         started = time.perf_counter()
         if crash and step == args.crash_at_step:
             print(f"rank {rank} crashing at step {step} as asked", file=sys.stderr, flush=True)
-            return 3
+            sys.stdout.flush()
+            # As a crash does: no interpreter teardown, whose process-group destructor
+            # can abort (SIGABRT) while peers wait in a collective, hiding the status.
+            os._exit(3)
         x = torch.randn(args.batch_size, 16, generator=data)
         y = x.sum(dim=1, keepdim=True)
         loss = nn.functional.mse_loss(model(x), y)

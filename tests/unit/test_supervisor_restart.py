@@ -98,6 +98,9 @@ def test_torchrun_attempts_and_failure_lines_are_read(tmp_path: Path) -> None:
     ]
     assert sv_torchrun_failure(lines) == {"exit_code": 3, "local_rank": 1}
     assert sv_torchrun_failure(["nothing here"]) == {}
+    # A worker killed by a signal (gloo's abort): torchrun's negative status, named.
+    aborted = ["failed (exitcode: -6) local_rank: 0 (pid: 7) of binary: /usr/bin/python3"]
+    assert sv_torchrun_failure(aborted) == {"exit_code": -6, "local_rank": 0, "signal": "SIGABRT"}
 
 
 def test_a_wrapper_is_run_again_with_the_restart_count(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from typing import TYPE_CHECKING, Any
@@ -56,11 +57,17 @@ def sv_torchrun_attempt(job_dir: str, name: str) -> int:
 
 
 def sv_torchrun_failure(lines: list[str]) -> dict[str, Any]:
-    """The last worker failure torchrun reported in ``lines``: exit status, local rank."""
+    """The last worker failure torchrun reported in ``lines``: exit status, local rank,
+    and the signal's name where torchrun's status is negative (``exitcode: -6``)."""
     for line in reversed(lines):
         match = SV_TORCHRUN_FAILED.search(line)
         if match:
-            return {"exit_code": int(match.group(1)), "local_rank": int(match.group(2))}
+            code = int(match.group(1))
+            found: dict[str, Any] = {"exit_code": code, "local_rank": int(match.group(2))}
+            if code < 0:
+                with contextlib.suppress(ValueError):
+                    found["signal"] = signal.Signals(-code).name
+            return found
     return {}
 
 

@@ -166,7 +166,9 @@ def restart_lines(view: Mapping[str, Any], truth: Mapping[str, Any]) -> list[str
     if not isinstance(last, Mapping):
         return [f"restarts: {count}"]
     who = f"rank {last['rank']}" if isinstance(last.get("rank"), int) else last.get("process")
-    how = f"exit status {last['exit_code']}" if last.get("exit_code") is not None else "ended"
+    how = last.get("signal") or (
+        f"exit status {last['exit_code']}" if last.get("exit_code") is not None else "ended"
+    )
     return [f"restarts: {count}; the last: {who} on {last.get('host')} ({how})"]
 
 
