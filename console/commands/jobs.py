@@ -19,7 +19,7 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands.parts import launch_slurm, options
 from console.inventory import Inventory
-from console.jobs.history import JobHistory, JobRecord
+from console.jobs.history import JobHistory, JobRecord, membership
 from console.jobs.models import JobState
 from console.jobs.report.discover import discover
 from console.jobs.service import JobService, make_backend
@@ -121,6 +121,7 @@ def state_text(record: JobRecord) -> str:
         record.state.value
         + (" (hung)" if view.get("hung") else "")
         + (f" · restart {restarts}" if isinstance(restarts, int) and restarts > 0 else "")
+        + (f" · {hosts}" if (hosts := membership(record.hosts, view)) else "")
     )
 
 

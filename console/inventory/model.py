@@ -75,6 +75,9 @@ class Host(BaseModel):
     # --max-restarts of a job whose leader is this host when it names none; usually in
     # ``defaults``.
     max_restarts: Annotated[int, Field(ge=0, le=100)] | None = None
+    # --min-hosts of a ddp job whose leader is this host when it names none (elastic
+    # membership); usually in ``defaults``.
+    min_hosts: Annotated[int, Field(ge=1)] | None = None
     tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"

@@ -108,6 +108,7 @@ def plan_from_json(text: str) -> JobPlan:
         hang_timeout=data.get("hang_timeout"),  # absent: a job from before hang detection
         stop_on_hang=bool(data.get("stop_on_hang", False)),
         max_restarts=int(data.get("max_restarts") or 0),
+        min_hosts=int(data.get("min_hosts") or 0),
         notify=Notify(
             urls=tuple(data["notify"].get("urls") or ()),
             command=data["notify"].get("command"),
@@ -126,6 +127,19 @@ def plan_hosts(plan: JobPlan) -> tuple[str, ...]:
     for host in plan.hosts_involved:
         seen.setdefault(host, None)
     return tuple(seen)
+
+
+def hosts_now(hosts: tuple[str, ...], view: dict[str, Any] | None) -> list[str]:
+    """The job's hosts less those its supervisors took out (a scale-down, --min-hosts)."""
+    downs = (view or {}).get("scale_downs") or ()
+    gone = {str(down.get("host")) for down in downs if isinstance(down, dict)}
+    return [h for h in hosts if h not in gone]
+
+
+def membership(hosts: tuple[str, ...], view: dict[str, Any] | None) -> str:
+    """``3 of 4 hosts`` once a scale-down took some out, else ``""``."""
+    now = hosts_now(hosts, view)
+    return f"{len(now)} of {len(hosts)} hosts" if len(now) < len(hosts) else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +177,9 @@ class JobRecord:
             "unsupervised": bool(view.get("unsupervised")),
             "unsupervised_hosts": list(view.get("unsupervised") or ()),
             "restarts": int(view.get("restarts") or 0),  # --max-restarts: restarts done
+            # Elastic membership (--min-hosts): the hosts in the job now, of how many.
+            "hosts_now": hosts_now(self.hosts, view),
+            "hosts_total": len(self.hosts),
         }
 
 

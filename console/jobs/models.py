@@ -120,5 +120,8 @@ class JobPlan:
     notify: Notify | None = None
     # Restarts through the kind's own mechanism (--max-restarts; 0: none).
     max_restarts: int = 0
+    # ddp's elastic floor (--min-hosts; 0: not elastic): torchrun --nnodes M:N, and the
+    # supervisors take a lost host as a scale-down while M hosts remain.
+    min_hosts: int = 0
     # Facts worth a line in `plan`/`launch` that are no problem (the --net preset's env).
     notes: tuple[str, ...] = ()

@@ -83,6 +83,7 @@ CLI_OPTION: dict[str, str] = {
     "notify_on": "--notify-on",
     "max_restarts": "--max-restarts",
     "checkpoint_dir": "--checkpoint-dir",
+    "min_hosts": "--min-hosts",
 }
 
 
@@ -134,6 +135,9 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     # process checkpoints (None: a directory of the job on each host).
     max_restarts: int | None = None
     checkpoint_dir: str | None = None
+    # Elastic membership (ddp): the job goes on while at least this many hosts remain
+    # (torchrun --nnodes M:N); None: the leader host's min_hosts in hosts.yaml, else off.
+    min_hosts: int | None = None
 
     @field_validator("program")
     @classmethod
@@ -287,6 +291,18 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     def _restarts(self) -> JobSpec:
         if self.kind is JobKind.RAY and self.max_restarts:
             raise _FieldProblem("max_restarts", "does not apply to --kind ray (Ray retries tasks)")
+        if self.min_hosts is not None and self.kind is not JobKind.DDP:
+            raise _FieldProblem(
+                "min_hosts",
+                "applies to --kind ddp only (torchrun's elastic membership), "
+                f"not {self.kind.value}",
+            )
+        if self.min_hosts is not None and self.max_restarts == 0:
+            raise _FieldProblem(
+                "min_hosts",
+                "needs --max-restarts N of at least 1: torchrun takes a lost host as a "
+                "restart of the survivors (each scale-down uses one)",
+            )
         return self
 
     @property

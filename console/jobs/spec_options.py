@@ -124,13 +124,21 @@ MAX_RESTARTS_LIMIT = 100  # more is a loop, not recovery
 
 
 class RestartChecks:
-    """``max_restarts`` (``--max-restarts``) and ``checkpoint_dir`` (``--checkpoint-dir``)."""
+    """``max_restarts`` (``--max-restarts``), ``checkpoint_dir`` (``--checkpoint-dir``) and
+    ``min_hosts`` (``--min-hosts``; its upper bound, the job's hosts, is the plan's check)."""
 
     @field_validator("max_restarts")
     @classmethod
     def _max_restarts(cls, value: int | None) -> int | None:
         if value is not None and not 0 <= value <= MAX_RESTARTS_LIMIT:
             raise ValueError(f"must be 0..{MAX_RESTARTS_LIMIT} restarts, got {value}")
+        return value
+
+    @field_validator("min_hosts")
+    @classmethod
+    def _min_hosts(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be at least 1 host, got {value}")
         return value
 
     @field_validator("checkpoint_dir")

@@ -22,7 +22,7 @@ from console.errors import ConsoleError
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs.backend import JobBackend, SshBackend
-from console.jobs.history import JobHistory, JobSummary
+from console.jobs.history import JobHistory, JobSummary, membership
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import new_job_id
 from console.jobs.report.bundle import host_view_lines, make_report
@@ -70,11 +70,16 @@ class JobRow:
     # What the hosts' supervisors add (a dead supervisor, a hang): jobs/report/bundle.py's lines.
     notes: tuple[str, ...] = ()
     restarts: int = 0  # --max-restarts: restarts so far (the leader's supervisor's count)
+    membership: str = ""  # "2 of 3 hosts" after a scale-down (--min-hosts)
 
     @property
     def state_text(self) -> str:
         """``running``, or ``running · restart 2`` once the job restarted."""
-        return self.state.value + (f" · restart {self.restarts}" if self.restarts else "")
+        return (
+            self.state.value
+            + (f" · restart {self.restarts}" if self.restarts else "")
+            + (f" · {self.membership}" if self.membership else "")
+        )
 
     def duration(self, now: float) -> float:
         return (self.ended or now) - self.started
@@ -83,9 +88,11 @@ class JobRow:
 def row_of_job(job: Job) -> JobRow:
     failure = job.failure.describe() if job.failure else ""
     restarts = max((getattr(r, "restarts", 0) for r in job.supervisors.values()), default=0)
+    downs = [{"host": h} for r in job.supervisors.values() for h in getattr(r, "scale_downs", ())]
     return JobRow(
         job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
         job.hosts, job.plan.world_size, failure, restarts=restarts,
+        membership=membership(job.hosts, {"scale_downs": downs}),
     )  # fmt: skip
 
 
@@ -105,6 +112,7 @@ def row_of_summary(summary: JobSummary) -> JobRow:
         summary.id, summary.name, summary.kind.value, summary.state, summary.started,
         summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,
         int((summary.host_view or {}).get("restarts") or 0),
+        membership(summary.hosts, summary.host_view),
     )  # fmt: skip
 
 

@@ -130,6 +130,15 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "DISTCONSOLE_RESTART_COUNT (default: the leader host's max_restarts, else 0)",
     )
     parser.add_argument(
+        "--min-hosts",
+        type=int,
+        metavar="M",
+        help="ddp: go on with the hosts left while at least M remain (torchrun --nnodes "
+        "M:N); a lost host is a scale-down, the survivors resume from their checkpoint. "
+        "Needs --max-restarts of at least 1; the first host (the rendezvous) must "
+        "survive (default: the leader host's min_hosts, else off)",
+    )
+    parser.add_argument(
         "--checkpoint-dir",
         metavar="DIR",
         help="DISTCONSOLE_CHECKPOINT_DIR for every process, e.g. on shared storage "
@@ -192,6 +201,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "notify_on": getattr(args, "notify_on", None),
         "max_restarts": getattr(args, "max_restarts", None),
         "checkpoint_dir": getattr(args, "checkpoint_dir", None),
+        "min_hosts": getattr(args, "min_hosts", None),
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)

@@ -7,7 +7,8 @@ stopped: fail-fast (one non-zero exit or a silent host stops the rest), the PS r
 someone asked for (the job ends stopped, not failed), and restarts: a failed process the
 job restarts in place (``--max-restarts``: MPI's launcher, a PS worker) is not an end
 (``restart``), and restarts done by an engine itself (torchrun's) are counted
-(``note_restart``). It does no I/O and knows no
+(``note_restart``); with ``min_hosts`` (ddp's elastic membership) a lost host is a
+scale-down while that many hosts remain, not a failure. It does no I/O and knows no
 backend: the host supervisor (``supervisor.py``, which this file is a part of on a host)
 and the console (``console/jobs/ssh/watch.py``, for a job no supervisor watches) feed it.
 
@@ -135,6 +136,9 @@ class JobPolicy:
     ended: dict[tuple[str, str], ProcessEnded] = field(default_factory=dict)
     max_restarts: int = 0  # per process restarted in place; ddp: torchrun's, per agent
     restarts: dict[tuple[str, str], int] = field(default_factory=dict)  # process -> done
+    min_hosts: int = 0  # elastic (ddp --min-hosts): a lost host above it is a scale-down
+    master_host: str = ""  # the host whose loss is always fatal (the rendezvous)
+    scale_downs: list[dict[str, Any]] = field(default_factory=list)  # host, cause, at, ...
 
     def restart(self, report: ProcessEnded) -> int:
         """0: feed ``report`` as an end. N > 0: the process failed, may be restarted in
@@ -170,6 +174,21 @@ class JobPolicy:
         if not counts:
             return 0
         return max(counts) if self.kind == "ddp" else sum(counts)
+
+    @property
+    def hosts(self) -> list[str]:
+        """The job's hosts, in plan order."""
+        found: list[str] = []
+        for proc in self.processes:
+            if proc.host not in found:
+                found.append(proc.host)
+        return found
+
+    @property
+    def hosts_now(self) -> list[str]:
+        """The hosts still in the job: all but those a scale-down took out."""
+        gone = {str(down["host"]) for down in self.scale_downs}
+        return [h for h in self.hosts if h not in gone]
 
     def process(self, host: str, name: str) -> PolicyProcess | None:
         for proc in self.processes:
@@ -264,16 +283,44 @@ class JobPolicy:
             self.ended[proc.key] = ProcessEnded(proc.host, proc.name, None, report.at)
         if not lost or self.verdict is not None:
             return False
-        if self.first_failure is None:
-            self.first_failure = Failure(
-                report.host, None, None, None, None, report.reason, report.at
+        reason = report.reason
+        if self.min_hosts:
+            if self._scale_down(report):
+                return False
+            left = len(self.hosts_now) - 1
+            reason += (
+                f"; the first host, {report.host}, holds the rendezvous"
+                if report.host == self.master_host
+                else f"; {left} of {len(self.hosts)} hosts left, below --min-hosts {self.min_hosts}"
             )
+        if self.first_failure is None:
+            self.first_failure = Failure(report.host, None, None, None, None, reason, report.at)
         if self.fail_fast:
             # The other ranks would wait in a collective for the lost ones forever.
             return self._decide(FAILED, report.at)
         if self.all_ended:
             self.verdict = FAILED
         return False
+
+    def _scale_down(self, report: HostSilent) -> bool:
+        """Elastic: the lost host leaves the job (its processes count as ended, none of
+        them a failure) while at least ``min_hosts`` remain and it is not the rendezvous
+        host; torchrun's survivors meet again without it."""
+        left = [h for h in self.hosts_now if h != report.host]
+        if report.host == self.master_host or len(left) < self.min_hosts:
+            return False
+        self.scale_downs.append(
+            {
+                "host": report.host,
+                "cause": report.reason,
+                "at": report.at,
+                "hosts_now": left,
+                "hosts_total": len(self.hosts),
+            }
+        )
+        if self.all_ended:  # the survivors had already ended
+            self.verdict = FAILED if self.first_failure is not None else SUCCEEDED
+        return True
 
     @staticmethod
     def _failure(proc: PolicyProcess, report: ProcessEnded) -> Failure:

@@ -47,6 +47,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
         tighten,
         write_atomic,
     )
+    from console.hostprogs.supervisor.elastic import SvElastic
     from console.hostprogs.supervisor.hang import SvHangWatch, sv_hang_api
     from console.hostprogs.supervisor.local import (
         SUPERVISOR_VERSION,
@@ -66,7 +67,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     from console.hostprogs.supervisor.wire import WireGuard
 
 
-class Supervisor(SvHangWatch, SvRestarts, SvPeers):
+class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvPeers):
     """The loop: local processes, peers, policy, state file (see the module doc)."""
 
     def __init__(self, job_dir: str, host: str | None = None) -> None:
@@ -133,6 +134,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvPeers):
         # Only the leader tells a person (one notification per event, not one per host).
         self.notifier = SvNotifier(cfg if self.is_leader else {}, job_dir, self.event)
         self.hang_told = False
+        self.init_elastic()  # after the policy and peers' state: --min-hosts
 
     # -- records -------------------------------------------------------------------------
 
@@ -195,6 +197,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvPeers):
             "processes": processes,
             "unsupervised": self.unsupervised,  # host -> {at, why}: its supervisor ended
             **self.restart_record(),
+            **self.elastic_record(),
         }
         write_atomic(self.path(SV_STATE), json.dumps(record) + "\n")
         self.last_write = now
@@ -244,6 +247,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvPeers):
             self.last_beat = now
             self.beat()
             self.check_silence()
+            self.check_membership()
             self.check_hang()
             self.gpu_sample()
             if self.hang is not None and not self.hang_told:

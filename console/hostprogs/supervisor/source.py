@@ -26,6 +26,7 @@ PARTS = (
     "supervisor/local.py",
     "supervisor/restart.py",
     "supervisor/peers.py",
+    "supervisor/elastic.py",
     "supervisor/hang.py",
     "supervisor/notify.py",
     "supervisor/program.py",

@@ -14,6 +14,15 @@ first host's agent holding the store at the master port, each agent announcing i
 inventory address with ``--local-addr``). The rendezvous then orders the hosts: which
 host holds which global ranks is torch's choice, not the plan's (ranks are per host as
 many as planned). The supervisors count those restarts (hostprogs/supervisor/restart.py).
+
+With ``--min-hosts M`` (elastic membership) torchrun runs ``--nnodes M:N``: a lost host
+fails the survivors' collective, their agents restart and meet again without it (a
+scale-down, one of the ``--max-restarts``). torch's defaults make that slow: a dead
+agent stays a participant of the last round until its keep-alive expires
+(``keep_alive_interval`` 5 s x ``keep_alive_max_attempt`` 3), then the round waits
+``last_call_timeout`` (30 s) for more agents once M have joined: 46 s from a lost host
+to the survivors' first step here. :data:`ELASTIC_RDZV_CONF` cuts both (see its
+comment); the rendezvous endpoint is the first host's agent, so that host must survive.
 """
 
 from __future__ import annotations
@@ -28,11 +37,25 @@ from console.jobs.plan.placement import (
     example_uploads,
     job_env,
     max_restarts,
+    min_hosts,
     step_split,
     substitute,
 )
 
 ROLE = "torchrun"
+# Elastic rendezvous settings (torch 2.13 dynamic_rendezvous.py names): an agent silent
+# for 5 s (1 s heartbeats, 5 missed: a loaded host still beats) is dead and leaves the
+# round; a round with at least M agents closes 3 s after the M-th joined (agents started
+# together by jobctl join within that; a late one joins the next round, torchrun then
+# restarts the group to take it in); 300 s for the first round (torch imports on a slow
+# shared filesystem) instead of 600; 10 s to close the rendezvous at the end.
+ELASTIC_RDZV_CONF = (
+    "join_timeout=300",
+    "last_call_timeout=3",
+    "close_timeout=10",
+    "keep_alive_interval=1",
+    "keep_alive_max_attempt=5",
+)
 FLIGHT_RECORDER_ENTRIES = 2000  # collectives kept per rank (PyTorch's default is 0: off)
 
 
@@ -52,8 +75,11 @@ def script_argv(program: str, example: str | None, job_dir: str) -> tuple[str, .
     return ("--no-python", program)
 
 
-def rendezvous_args(p: Placement, node_rank: int, restarts: int) -> tuple[str, ...]:
-    """Static (fixed node ranks) without restarts; c10d with them (see the module doc)."""
+def rendezvous_args(
+    p: Placement, node_rank: int, restarts: int, elastic: bool = False
+) -> tuple[str, ...]:
+    """Static (fixed node ranks) without restarts; c10d with them, tuned for losing
+    hosts when elastic (see the module doc)."""
     master = p.first
     if not restarts:
         return (
@@ -72,7 +98,7 @@ def rendezvous_args(p: Placement, node_rank: int, restarts: int) -> tuple[str, .
         "--rdzv-id",
         p.job_id,
         "--rdzv-conf",
-        f"is_host={1 if node_rank == 0 else 0}",
+        ",".join((f"is_host={1 if node_rank == 0 else 0}", *(ELASTIC_RDZV_CONF * elastic))),
         "--local-addr",
         p.hosts[node_rank].address,
         "--max-restarts",
@@ -95,16 +121,17 @@ def plan_ddp(p: Placement) -> JobPlan:
     )
     master = p.first
     restarts = max_restarts(p)
+    floor = min_hosts(p, restarts)
     launches: list[RankLaunch] = []
     first_rank = 0
     for node_rank, ph in enumerate(p.hosts):
         argv = (
             *torchrun_command(ph.host.python),
             "--nnodes",
-            str(nnodes),
+            f"{floor}:{nnodes}" if floor else str(nnodes),
             "--nproc-per-node",
             str(ph.slots),
-            *rendezvous_args(p, node_rank, restarts),
+            *rendezvous_args(p, node_rank, restarts, bool(floor)),
             "--log-dir",
             # With restarts, one folder per host (NAME: torchrun-N): hosts that share a
             # home share the job directory, and the supervisors count their own attempts.
@@ -176,4 +203,5 @@ def plan_ddp(p: Placement) -> JobPlan:
         uploads=example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts)),
         fail_fast=spec.fail_fast,
         max_restarts=restarts,
+        min_hosts=floor,
     )

@@ -256,6 +256,30 @@ def max_restarts(p: Placement) -> int:
     return p.first.host.max_restarts or 0
 
 
+def min_hosts(p: Placement, restarts: int) -> int:
+    """ddp's elastic floor (0: not elastic): --min-hosts, else the leader host's
+    ``min_hosts`` (hosts.yaml; a default, so only for a job with restarts), checked
+    against the job's hosts. A scale-down is a torchrun restart of the survivors, so an
+    explicit --min-hosts needs --max-restarts of at least 1."""
+    wanted = p.spec.min_hosts
+    if wanted is None:
+        wanted = p.first.host.min_hosts if restarts else None
+        if wanted is not None:
+            wanted = min(wanted, len(p.hosts))  # a default never exceeds the job
+    if wanted is None:
+        return 0
+    if not restarts:
+        raise PlanError(
+            f"--min-hosts {wanted} needs --max-restarts N of at least 1: torchrun takes a "
+            "lost host as a restart of the survivors (each scale-down uses one)"
+        )
+    if not 1 <= wanted <= len(p.hosts):
+        raise PlanError(
+            f"--min-hosts {wanted} must be 1..{len(p.hosts)}, the job's number of hosts"
+        )
+    return wanted
+
+
 def checkpoint_env(spec: JobSpec, job_dir: str) -> dict[str, str]:
     """Where the process checkpoints: --checkpoint-dir, else checkpoints/ in its job
     directory on its host (kept across restarts; the wrapper creates it)."""

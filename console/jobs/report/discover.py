@@ -182,7 +182,7 @@ class DiscoveredJob:
             state = SUPERVISOR_STATES[truth["state"]]
         elif self.alive:
             state = JobState.RUNNING  # no supervisor record: what the process files say
-        if state is JobState.RUNNING and self.lost:
+        if state is JobState.RUNNING and self.lost and not self.scales_down():
             return JobState.LOST
         if state is not None:
             # A dead supervisor while the processes run on: nothing enforces fail-fast.
@@ -194,6 +194,17 @@ class DiscoveredJob:
         if all(e == 0 for e in exits):
             return JobState.SUCCEEDED
         return JobState.FAILED
+
+    def scales_down(self) -> bool:
+        """An elastic job (--min-hosts) whose lost hosts leave enough behind: its
+        supervisors take them as a scale-down and it runs on (not lost)."""
+        truth = self.truth or {}
+        floor = truth.get("min_hosts")
+        now = truth.get("hosts_now")
+        if not isinstance(floor, int) or not floor or not isinstance(now, list):
+            return False
+        left = [h for h in now if h not in self.lost]
+        return self.leader in left and len(left) >= floor
 
     @property
     def hung(self) -> bool:
@@ -233,6 +244,8 @@ class DiscoveredJob:
             "ended_at": truth.get("ended_at"),
             "restarts": restarts_of(truth),
             "last_restart": truth.get("last_restart"),
+            # Elastic membership (--min-hosts): the leader's scale-downs, each with its cause.
+            "scale_downs": [d for d in truth.get("scale_downs") or () if isinstance(d, dict)],
         }
 
 

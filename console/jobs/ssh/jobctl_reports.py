@@ -101,6 +101,7 @@ class SupervisorRecord:
     # hosts whose supervisor ended while they live (the leader's note; a follower's: its leader)
     unsupervised: tuple[str, ...] = ()
     restarts: int = 0  # --max-restarts: the restarts the leader counted
+    scale_downs: tuple[str, ...] = ()  # --min-hosts: the hosts the leader took out
 
     @property
     def final(self) -> bool:
@@ -127,6 +128,9 @@ class SupervisorRecord:
             },
             unsupervised=tuple(str(h) for h in raw.get("unsupervised") or ()),
             restarts=raw["restarts"] if isinstance(raw.get("restarts"), int) else 0,
+            scale_downs=tuple(
+                str(d.get("host")) for d in raw.get("scale_downs") or () if isinstance(d, dict)
+            ),
         )
 
 

@@ -62,6 +62,11 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
         "restart a failed job up to N times its engine's way (default: inventory's, else 0)",
     ),
     (
+        "min_hosts",
+        "Min hosts",
+        "ddp: go on while M hosts remain, the first one among them (needs restarts ≥ 1)",
+    ),
+    (
         "checkpoint_dir",
         "Checkpoint directory",
         "DISTCONSOLE_CHECKPOINT_DIR on the hosts (default: checkpoints/ in the job's dir)",
@@ -75,6 +80,7 @@ INT_FIELDS = (
     "master_port",
     "ray_dashboard_port",
     "max_restarts",
+    "min_hosts",
 )
 PS_ONLY = ("ps", "workers")
 NET_HCA = ("ib", "roce")  # the presets that take an HCA list (console/jobs/plan/netpresets.py)

@@ -74,6 +74,12 @@ class LogsPanels:
         row = screen.services.store.jobs.get(screen.plan.job_id)
         return row.restarts if row is not None else 0
 
+    def membership(self) -> str:
+        """``2 of 3 hosts`` once a scale-down took hosts out (--min-hosts), else ``""``."""
+        screen = self.screen
+        row = screen.services.store.jobs.get(screen.plan.job_id)
+        return row.membership if row is not None else ""
+
     def summary(self) -> None:
         screen = self.screen
         if not screen.query("#logs-summary"):
@@ -92,5 +98,6 @@ class LogsPanels:
             note=screen.notes[-1] if screen.notes else None,
             ended=self.ended(),
             restarts=self.restarts(),
+            membership=self.membership(),
         )
         screen.query_one("#logs-summary", LogsSummary).say(parts)

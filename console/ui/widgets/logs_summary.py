@@ -27,6 +27,7 @@ def summary_parts(
     note: str | None,
     ended: str | None = None,
     restarts: int = 0,
+    membership: str = "",
 ) -> list[str]:
     """What the summary says, in order; ``filter_context`` is None outside filter mode;
     ``ended``: the state of a job that has ended (nothing more to follow, no stalls)."""
@@ -37,6 +38,8 @@ def summary_parts(
     ]
     if restarts:
         parts.append(f"restart {restarts}")
+    if membership:
+        parts.append(membership)  # "2 of 3 hosts": a scale-down (--min-hosts)
     if progress is not None and any(r.step is not None for r in progress.ranks):
         parts.append(steps_reading(progress, split_total=split_total))
         if progress.samples_per_s is not None:

@@ -1,0 +1,145 @@
+"""The supervisor's part for elastic membership (ddp ``--min-hosts M``, the leader only).
+
+torchrun runs ``--nnodes M:N``: when a host is lost, the survivors' agents restart their
+workers and meet again without it. The policy (``JobPolicy`` with ``min_hosts``) takes a
+lost host as a **scale-down** while at least M hosts remain, and fails the job below M
+or when the lost host is the first one (its agent holds the rendezvous: the survivors
+cannot meet without it).
+
+A host is lost when its supervisor goes silent (heartbeats stop without a close) or the
+console says so (``lost-hosts/HOST``): ``peers.py`` feeds those. A host killed whole on a
+kernel that lives on (a crash of the host's user's processes, as the tests do) closes
+its supervisor's connection instead, which alone reads *unsupervised* (its training may
+run on). Here that doubt is settled by torchrun itself: this (the leader's) host's
+workers carry the round they belong to (``GROUP_WORLD_SIZE``: agents in the round,
+``TORCHELASTIC_RESTART_COUNT``). Once a round holds no more agents than the hosts whose
+supervisors are still connected, every unsupervised host was left out of it: lost.
+
+A part of the supervisor's single source (``supervisor/source.py``): standard library
+only, Python >= 3.7, names prefixed ``sv_``/``Sv``/``SV_``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
+    from console.hostprogs.jobctl.common import read_text
+
+SV_ROUND_VARS = (b"GROUP_WORLD_SIZE=", b"TORCHELASTIC_RESTART_COUNT=")
+
+
+def sv_process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group) of every live process."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        stat = read_text("/proc/" + entry + "/stat")
+        if not stat:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and fields[0] not in ("Z", "X"):
+            table[int(entry)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def sv_torchrun_round(group: int) -> tuple[int, int] | None:
+    """(restart count, agents in the round) of the newest round among the workers of the
+    torchrun in process group ``group`` (its children: workers lead sessions of their
+    own), read from their environment; None while none runs."""
+    table = sv_process_table()
+    agents = {pid for pid, (_parent, pgid) in table.items() if pgid == group}
+    best = None
+    for pid, (parent, _pgid) in table.items():
+        if parent not in agents:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                entries = handle.read().split(b"\0")
+        except OSError:
+            continue
+        values = []
+        for prefix in SV_ROUND_VARS:
+            found = [e[len(prefix) :] for e in entries if e.startswith(prefix)]
+            values.append(int(found[0]) if found and found[0].isdigit() else None)
+        size, count = values
+        if size is None:
+            continue
+        current = (count or 0, size)
+        if best is None or current > best:
+            best = current
+    return best
+
+
+class SvElastic:
+    """Mixed into the supervisor: scale-downs seen, and unsupervised hosts settled."""
+
+    host: str
+    is_leader: bool
+    cfg: dict[str, Any]
+    policy: Any
+    local: Any
+    peers: list[Any]
+    unsupervised: dict[str, dict[str, Any]]
+    dirty: bool
+
+    if TYPE_CHECKING:  # provided by the supervisor and its other parts
+
+        def event(self, event: str, **details: Any) -> None: ...
+        def silent(self, host: str, reason: str) -> None: ...
+
+    def init_elastic(self) -> None:
+        self.scale_downs_told = 0
+        self.last_round: tuple[int, int] | None = None
+        if self.is_leader and self.cfg.get("kind") == "ddp":
+            self.policy.min_hosts = int(self.cfg.get("min_hosts") or 0)
+            self.policy.master_host = self.host  # node rank 0: its agent holds the rendezvous
+
+    def check_membership(self) -> None:
+        """Each heartbeat, on an elastic job's leader: torchrun's round, the unsupervised
+        hosts it left out, and the scale-downs the policy made (events)."""
+        if not (self.is_leader and self.policy.min_hosts) or self.policy.verdict is not None:
+            self.tell_scale_downs()
+            return
+        for name in self.local.procs:
+            group = self.local.pgids.get(name)
+            found = sv_torchrun_round(group) if group else None
+            if found is not None and found != self.last_round:
+                self.last_round = found
+                self.event("torchrun-round", restart=found[0], agents=found[1])
+        doubtful = [h for h in sorted(self.unsupervised) if h in self.policy.hosts_now]
+        if self.last_round is not None and doubtful:
+            connected = {p.host for p in self.peers if p.host is not None} | {self.host}
+            agents = self.last_round[1]
+            if agents <= len(connected & set(self.policy.hosts_now)):
+                for host in doubtful:
+                    why = self.unsupervised.pop(host, {}).get("why") or "its supervisor ended"
+                    self.silent(
+                        host,
+                        f"host lost ({why}; torchrun's round {self.last_round[0]} went on "
+                        f"with {agents} of {len(self.policy.hosts)} hosts without it)",
+                    )
+        self.tell_scale_downs()
+
+    def tell_scale_downs(self) -> None:
+        """One ``scaled-down`` event per scale-down the policy made, with its cause."""
+        for down in self.policy.scale_downs[self.scale_downs_told :]:
+            self.scale_downs_told += 1
+            self.event("scaled-down", **down)
+            self.dirty = True
+
+    def elastic_record(self) -> dict[str, Any]:
+        """Membership for ``supervisor.json`` (an elastic job's leader only)."""
+        if not self.policy.min_hosts:
+            return {}
+        return {
+            "min_hosts": self.policy.min_hosts,
+            "hosts_now": list(self.policy.hosts_now),
+            "hosts_total": len(self.policy.hosts),
+            "scale_downs": list(self.policy.scale_downs),
+            "elastic_round": list(self.last_round) if self.last_round else None,
+            "membership_at": time.time(),
+        }
