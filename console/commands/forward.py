@@ -2,7 +2,9 @@
 PORT on HOST (as HOST sees it: ``localhost``, or ``HOST:DEST:PORT``), over the
 console's own SSH connection to HOST (asyncssh local port forwarding; ``ssh -L``
 without a second login). Prints the local address once it listens, then forwards
-until Ctrl-C; exit status 1 if HOST's connection drops.
+until Ctrl-C. When HOST's connection drops it waits for the connection to come back and
+listens again on the same port (``--no-reconnect``: it ends instead); exit status 1
+when the forward ends.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ def register(sub: Any) -> None:
         metavar="L",
         help="the port on 127.0.0.1 (default: a free one, printed)",
     )
+    parser.add_argument(
+        "--no-reconnect",
+        action="store_true",
+        help="end (exit status 1) when HOST's connection drops, instead of waiting for it",
+    )
     parser.set_defaults(func=run)
 
 
@@ -62,7 +69,19 @@ async def forward(inventory: Inventory, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        forwards = PortForwards(pool)
+        waiting: dict[int, str | None] = {}
+
+        def tell() -> None:
+            # The connection dropping and coming back, once each, on stderr: stdout's
+            # one line is the forward's address, for scripts.
+            for each in forwards.live():
+                before = waiting.get(each.local_port, each.waiting)
+                if each.waiting != before:
+                    news = "waiting" if each.waiting else "forwarding again"
+                    print(f"distconsole forward: {news}: {each.text()}", file=sys.stderr)
+                waiting[each.local_port] = each.waiting
+
+        forwards = PortForwards(pool, on_change=tell, reconnect=not args.no_reconnect)
         opened = await forwards.open(host, port, dest_host=dest, local_port=args.local_port)
         print(f"forwarding {opened.text()}  {opened.url}", flush=True)
         try:

@@ -2,9 +2,12 @@
 a second login): TensorBoard, a Ray dashboard or Jupyter on a node, on 127.0.0.1 here.
 
 :class:`PortForwards` holds the live ones for one pool; each listens on 127.0.0.1 only.
-A forward ends when it is closed, when the pool closes (the console quits), or when its
-host's connection drops (asyncssh closes a connection's listeners with it): it is then
-kept, as ``ended`` with the reason, until removed, so a screen can say what happened.
+A forward lives until it is closed or the pool closes (the console quits). When its
+host's connection drops, asyncssh closes the listener with it: the forward then waits
+(``waiting``, with the reason) for the pool to reconnect and listens again on the same
+local port, as ``autossh`` would, so a browser tab left on it works again. It ends
+(``ended``, kept until removed so a screen can say what happened) only when it cannot
+come back: its local port taken meanwhile, or ``reconnect=False``.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from console.errors import ConsoleError
+from console.errors import ConsoleError, HostUnavailable
 from console.transport.base import PortListener
 from console.transport.pool import ClusterConnections
 
 DEFAULT_DEST = "localhost"  # the far end as the host itself sees it
+REOPEN_POLL_S = 0.25  # how often a waiting forward looks whether its host is back
+STALE_UP_S = 5.0  # an "up" older than the drop is trusted again after this long
 
 
 class ForwardError(ConsoleError):
@@ -34,6 +39,7 @@ class Forward:
     local_port: int  # on 127.0.0.1
     opened: float
     ended: str | None = None  # why it no longer forwards; None while it lives
+    waiting: str | None = None  # why it waits for its host to come back; None when listening
 
     @property
     def live(self) -> bool:
@@ -47,7 +53,11 @@ class Forward:
         far = f"{self.dest_host}:{self.dest_port}"
         where = far if self.dest_host == DEFAULT_DEST else f"{far} (as {self.host} sees it)"
         line = f"127.0.0.1:{self.local_port} -> {self.host} {where}"
-        return line if self.live else f"{line}: ended ({self.ended})"
+        if not self.live:
+            return f"{line}: ended ({self.ended})"
+        if self.waiting:
+            return f"{line}: waiting for {self.host} to come back ({self.waiting})"
+        return line
 
 
 def parse_target(text: str) -> tuple[str, str, int]:
@@ -69,10 +79,15 @@ def parse_target(text: str) -> tuple[str, str, int]:
 
 class PortForwards:
     def __init__(
-        self, pool: ClusterConnections, on_change: Callable[[], None] | None = None
+        self,
+        pool: ClusterConnections,
+        on_change: Callable[[], None] | None = None,
+        *,
+        reconnect: bool = True,
     ) -> None:
         self.pool = pool
         self.on_change = on_change
+        self.reconnect = reconnect
         self._forwards: dict[int, Forward] = {}  # by local port
         self._listeners: dict[int, PortListener] = {}
         self._watches: dict[int, asyncio.Task[None]] = {}
@@ -121,24 +136,65 @@ class PortForwards:
             await self.close(port)
 
     async def wait_ended(self, local_port: int) -> Forward:
-        """Until the forward on ``local_port`` ends (its connection dropped)."""
+        """Until the forward on ``local_port`` ends (it could not come back)."""
         watch = self._watches.get(local_port)
         if watch is not None:
             await asyncio.shield(watch)
         return self._forwards[local_port]
 
-    async def _watch(self, port: int, listener: PortListener) -> None:
-        await listener.wait_closed()
-        forward = self._forwards.get(port)
-        if forward is not None and forward.live:
-            status = self.pool[forward.host].status
-            why = "its SSH connection closed"
-            if not status.is_up:
-                why += f": {forward.host} is {status.state.value}"
-                why += f" ({status.reason})" if status.reason else ""
-            self._forwards[port] = replace(forward, ended=why)
+    async def _watch(self, port: int, listener: PortListener | None) -> None:
+        while listener is not None:
+            await listener.wait_closed()
             self._listeners.pop(port, None)
-            self._changed()
+            forward = self._forwards.get(port)
+            if forward is None or not forward.live:
+                return
+            why = self._why_closed(forward.host)
+            if not self.reconnect:
+                self._set(port, replace(forward, ended=why))
+                return
+            self._set(port, replace(forward, waiting=why))
+            listener = await self._reopen(port)
+
+    async def _reopen(self, port: int) -> PortListener | None:
+        """Listen on ``port`` again once its host is back; None when it ended instead."""
+        dropped = time.time()
+        while (forward := self._forwards.get(port)) is not None:
+            connection = self.pool[forward.host]
+            status = connection.status
+            # The listener closes before the pool marks the connection down: an "up"
+            # from before the drop is the dead connection (asyncssh would listen on it
+            # all the same, and forward nothing). A listener closed on a connection that
+            # stays up is tried again after a while.
+            fresh = status.since >= dropped or time.time() - dropped > STALE_UP_S
+            if status.is_up and fresh:
+                try:
+                    listener = await connection.forward_local_port(
+                        port, forward.dest_host, forward.dest_port
+                    )
+                except HostUnavailable:
+                    pass  # dropped again between the look and the listen: wait on
+                except ConsoleError as exc:  # the port was taken meanwhile
+                    self._set(port, replace(forward, waiting=None, ended=str(exc)))
+                    return None
+                else:
+                    self._listeners[port] = listener
+                    self._set(port, replace(forward, waiting=None))
+                    return listener
+            await asyncio.sleep(REOPEN_POLL_S)
+        return None
+
+    def _why_closed(self, host: str) -> str:
+        status = self.pool[host].status
+        why = "its SSH connection closed"
+        if not status.is_up:
+            why += f": {host} is {status.state.value}"
+            why += f" ({status.reason})" if status.reason else ""
+        return why
+
+    def _set(self, port: int, forward: Forward) -> None:
+        self._forwards[port] = forward
+        self._changed()
 
     def _changed(self) -> None:
         if self.on_change is not None:

@@ -1,7 +1,8 @@
 """Port forwarding over the hosts' own SSH connections, on real sshd hosts: an HTTP
 server started on node1 (as node1's user, on 127.0.0.1) answers a GET on this
 machine's 127.0.0.1:L, through `distconsole forward` and through ``PortForwards``;
-a forward whose host goes away ends with a reason."""
+a forward whose host goes away waits for it and forwards again when it is back (or,
+with ``reconnect=False``, ends with a reason)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from console import inventory as inventory_module
 from console.transport.base import RemoteProcess
-from console.transport.forward import ForwardError, PortForwards, parse_target
+from console.transport.forward import Forward, ForwardError, PortForwards, parse_target
 from console.transport.pool import ClusterConnections
 from tests.sshd_cluster import SshdCluster
 
@@ -44,6 +46,11 @@ def get(url: str, timeout: float = 30) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
+
+
+def read_line(stream: Any, timeout: float = 60) -> str:
+    ready, _, _ = select.select([stream], [], [], timeout)
+    return str(stream.readline()) if ready else ""
 
 
 async def serve_on(pool: ClusterConnections, host: str, port: int) -> RemoteProcess:
@@ -90,6 +97,15 @@ def test_forward_command_reaches_a_server_on_node1(
                 )
                 body = await asyncio.to_thread(get, f"http://127.0.0.1:{local}/who.txt")
                 assert body.strip() == "node1"
+                # The host going away and coming back: said on stderr, once each.
+                assert proc.stderr is not None
+                await asyncio.to_thread(cluster.stop, "node1")
+                lost = await asyncio.to_thread(read_line, proc.stderr)
+                assert lost.startswith("distconsole forward: waiting: ") and "node1" in lost
+                await asyncio.to_thread(cluster.start, "node1")
+                back = await asyncio.to_thread(read_line, proc.stderr)
+                assert back.startswith("distconsole forward: forwarding again: 127.0.0.1:")
+                assert proc.poll() is None
             finally:
                 proc.terminate()
                 proc.wait(timeout=15)
@@ -122,15 +138,43 @@ async def test_forwards_live_until_closed_and_end_with_their_host(
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{opened.local_port}/", timeout=3)
 
-        # A forward whose host goes away ends, and says why.
+        # A forward whose host goes away waits for it, says why, and listens on the same
+        # port once the pool has reconnected.
         again = await forwards.open("node1", remote)
         server.close()
         await asyncio.to_thread(cluster.stop, "node1")
-        ended = await asyncio.wait_for(forwards.wait_ended(again.local_port), 60)
+        waiting = await wait_for_forward(forwards, again.local_port, lambda f: bool(f.waiting))
+        assert waiting.live and waiting.waiting and "connection closed" in waiting.waiting
+        assert "waiting for node1 to come back" in waiting.text()
+        await asyncio.to_thread(cluster.start, "node1")
+        back = await wait_for_forward(forwards, again.local_port, lambda f: not f.waiting)
+        assert back.live and back.text().endswith("node1 localhost:" + str(remote))
+        server = await serve_on(pool, "node1", remote)
+        body = await asyncio.to_thread(get, f"http://127.0.0.1:{again.local_port}/who.txt")
+        assert body.strip() == "node1"
+        server.close()
+        await forwards.close_all()
+        assert changes[:3] == [1, 0, 1] and changes[-1] == 0
+
+        # Told not to wait, a forward whose host goes away ends, and says why.
+        once = PortForwards(pool, reconnect=False)
+        single = await once.open("node1", remote)
+        await asyncio.to_thread(cluster.stop, "node1")
+        ended = await asyncio.wait_for(once.wait_ended(single.local_port), 60)
         assert not ended.live and ended.ended and "connection closed" in ended.ended
         assert "ended (" in ended.text()
-        assert changes[:3] == [1, 0, 1] and changes[-1] == 0
-        await forwards.close_all()
+        await once.close_all()
+
+
+async def wait_for_forward(
+    forwards: PortForwards, port: int, condition: Callable[[Forward], bool]
+) -> Forward:
+    deadline = time.monotonic() + 60
+    while True:
+        [found] = [f for f in forwards.forwards() if f.local_port == port]
+        if condition(found) or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.1)
 
 
 async def _taken_port_forward(forwards: PortForwards) -> None:
