@@ -128,7 +128,8 @@ class SvElastic:
         """One ``scaled-down`` event per scale-down the policy made, with its cause."""
         for down in self.policy.scale_downs[self.scale_downs_told :]:
             self.scale_downs_told += 1
-            self.event("scaled-down", **down)
+            details = {k: v for k, v in down.items() if k != "host"}
+            self.event("scaled-down", peer=down["host"], **details)  # "host": the writer
             self.dirty = True
 
     def elastic_record(self) -> dict[str, Any]:

@@ -180,6 +180,13 @@ def host_view_lines(
     adds its key hint, ``ui/jobs_service.screen_notes``)."""
     truth = supervisor or {}
     lines = restart_lines(view, truth)
+    for down in truth.get("scale_downs") or view.get("scale_downs") or ():
+        # --min-hosts: a lost host the job went on without.
+        lines.append(
+            f"scaled down at {_when(down.get('at'))}: {down.get('host')} left "
+            f"({down.get('cause')}); {len(down.get('hosts_now') or ())} of "
+            f"{down.get('hosts_total')} hosts went on"
+        )
     unsupervised = view.get("unsupervised") or []
     if unsupervised:
         lines.append(

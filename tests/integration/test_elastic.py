@@ -1,0 +1,101 @@
+"""--min-hosts on real sshd hosts, no console open after ``launch --detach``: a host lost
+mid-job (its sshd, its sessions and every process of its user killed) is a scale-down,
+and the job goes on with the hosts left, from their checkpoints (torchrun's elastic
+membership, ``--nnodes M:N``; the supervisors' policy with ``min_hosts``)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sshd_cluster import SshdCluster
+
+from tests.integration.test_jobs_cli import assert_nothing_left, dc, jobs_json
+from tests.integration.test_supervisor import events, job_dir, wait_for
+
+pytestmark = [pytest.mark.sshd, pytest.mark.slow]
+
+JOB_TIMEOUT_S = 240
+
+
+def leader_record(cluster: SshdCluster, job_id: str) -> dict[str, Any]:
+    path = job_dir(cluster, "node0", job_id) / "supervisor.json"
+    try:
+        record: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record
+
+
+def output(cluster: SshdCluster, host: str, index: int, job_id: str) -> str:
+    path = job_dir(cluster, host, job_id) / f"torchrun-{index}.out"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_lost_host_scales_the_job_down_and_it_succeeds_on_the_others(
+    sshd_cluster, tmp_path
+) -> None:
+    cluster = sshd_cluster(n=3)
+    launched = dc(
+        tmp_path, "launch", str(cluster.inventory_path), "--detach",
+        "--kind", "ddp", "--gpus-per-host", "1", "--min-hosts", "2", "--max-restarts", "3",
+        "--", "example:ddp", "--steps", "60", "--sleep", "0.15",
+    )  # fmt: skip
+    assert launched.returncode == 0, launched.stderr
+    job_id = launched.stdout.strip()
+    plan = json.loads((job_dir(cluster, "node0", job_id) / "job.json").read_text())
+    argv = " ".join(plan["plan"]["launches"][0]["argv"])
+    assert "--nnodes 2:3" in argv and "last_call_timeout=3" in argv, argv
+    # The third host crashes at step 20: sshd, sessions and its user's processes.
+    # (which global ranks a host holds is the rendezvous' choice)
+    at_20 = re.compile(r"rank \d step 20/")
+    wait_for(lambda: bool(at_20.search(output(cluster, "node2", 2, job_id))), timeout=120)
+    lost_at = time.time()
+    cluster.stop("node2")
+    # No console reads the job meanwhile: the supervisors decide alone.
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while leader_record(cluster, job_id).get("state") in (None, "running", "hung"):
+        assert time.monotonic() < deadline, leader_record(cluster, job_id)
+        time.sleep(0.5)
+    record = leader_record(cluster, job_id)
+    outputs = [output(cluster, f"node{i}", i, job_id) for i in (0, 1)]
+    errors = [
+        (job_dir(cluster, f"node{i}", job_id) / f"torchrun-{i}.err").read_text()[-4000:]
+        for i in (0, 1)
+    ]
+    assert record["state"] == "succeeded", (record, errors)
+    assert record["hosts_now"] == ["node0", "node1"] and record["hosts_total"] == 3, record
+    [down] = record["scale_downs"]
+    assert down["host"] == "node2" and down["cause"], down
+    text = "\n".join(outputs)
+    # Both survivors resumed from a checkpoint near the crash, in a world of 2 ranks.
+    resumed = [int(s) for s in re.findall(r"rank \d resumed from step (\d+)", text)]
+    assert len(resumed) == 2 and all(10 <= step <= 20 for step in resumed), text[-3000:]
+    assert text.count("world_size 2 ") == 2, text[-3000:]
+    assert len(re.findall(r"rank \d params_checksum=", text)) == 2, text[-3000:]
+    scaled = [e for e in events(cluster, "node0", job_id) if e["event"] == "scaled-down"]
+    assert [(e["host"], e["peer"]) for e in scaled] == [("node0", "node2")], scaled
+    assert scaled[0]["at"] >= lost_at - 1, scaled
+    print("scale-down", round(scaled[0]["at"] - lost_at, 1), "s after the crash:", down["cause"])
+    # What a console reads afterwards.
+    [job] = jobs_json(tmp_path, cluster.inventory_path)
+    assert job["state"] == "succeeded", job
+    assert job["hosts_now"] == ["node0", "node1"] and job["hosts_total"] == 3, job
+    assert job["hosts"] == ["node0", "node1", "node2"], job
+    table = dc(tmp_path, "jobs", str(cluster.inventory_path))
+    assert "2 of 3 hosts" in table.stdout, table.stdout
+    out = tmp_path / "report"
+    made = dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))
+    # Written, with node2's part missing: the report says it is down (exit status 1).
+    assert "node2 is down" in made.stderr and (out / "summary.txt").exists(), made.stderr
+    summary = (out / "summary.txt").read_text()
+    assert re.search(r"scaled down at .*: node2 left \(.+\); 2 of 3 hosts went on", summary), (
+        summary
+    )
+    timeline = (out / "timeline.txt").read_text()
+    assert re.search(r' scaled-down peer="node2" cause=".+"', timeline), timeline
+    assert_nothing_left(cluster)
