@@ -1,0 +1,193 @@
+"""--min-hosts (ddp's elastic membership): the policy's scale-down rule
+(console/hostprogs/supervisor/policy.py), torchrun's round read from its workers
+(supervisor/elastic.py), and the options, plans and views that carry it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from console.commands.parts.job_options import naming_options
+from console.errors import JobSpecError, PlanError
+from console.hostprogs.supervisor.elastic import sv_torchrun_round
+from console.hostprogs.supervisor.policy import HostSilent, JobPolicy, PolicyProcess, ProcessEnded
+from console.hostprogs.supervisor.source import supervisor_source
+from console.inventory import Inventory, load
+from console.jobs.history import hosts_now, membership
+from console.jobs.plan.planner import plan
+from console.jobs.spec import make_spec
+
+DDP3 = [PolicyProcess(f"node{i}", f"torchrun-{i}", "torchrun", (i,)) for i in range(3)]
+
+
+def elastic(min_hosts: int) -> JobPolicy:
+    policy = JobPolicy(list(DDP3), "ddp", max_restarts=3)
+    policy.min_hosts = min_hosts
+    policy.master_host = "node0"
+    return policy
+
+
+def test_a_lost_host_above_min_hosts_scales_down_and_the_job_succeeds() -> None:
+    policy = elastic(2)
+    assert policy.feed(HostSilent("node2", "connection lost", 10.0)) is False
+    assert policy.verdict is None and policy.first_failure is None
+    assert policy.hosts_now == ["node0", "node1"]
+    [down] = policy.scale_downs
+    assert (down["host"], down["cause"], down["hosts_now"], down["hosts_total"]) == (
+        "node2",
+        "connection lost",
+        ["node0", "node1"],
+        3,
+    )
+    assert policy.feed(ProcessEnded("node1", "torchrun-1", 0, 20.0)) is False
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 0, 20.0)) is False
+    assert policy.over and policy.state == "succeeded"
+
+
+def test_a_lost_host_below_min_hosts_fails_the_job_and_says_why() -> None:
+    policy = elastic(2)
+    policy.feed(HostSilent("node2", "connection lost", 10.0))
+    # The second loss leaves one host: below --min-hosts 2, fail-fast as without it.
+    assert policy.feed(HostSilent("node1", "connection lost", 11.0)) is True
+    assert policy.state == "failed" and len(policy.scale_downs) == 1
+    failure = policy.first_failure
+    assert failure is not None and failure.host == "node1"
+    assert "1 of 3 hosts left, below --min-hosts 2" in failure.reason
+
+
+def test_losing_the_rendezvous_host_is_fatal_whatever_remains() -> None:
+    policy = elastic(1)
+    assert policy.feed(HostSilent("node0", "connection lost", 10.0)) is True
+    assert policy.state == "failed" and not policy.scale_downs
+    assert policy.first_failure is not None
+    assert "the first host, node0, holds the rendezvous" in policy.first_failure.reason
+
+
+def test_without_min_hosts_a_lost_host_fails_the_job_as_before() -> None:
+    policy = JobPolicy(list(DDP3), "ddp", max_restarts=3)
+    assert policy.feed(HostSilent("node2", "connection lost", 10.0)) is True
+    assert policy.state == "failed" and policy.first_failure is not None
+    assert policy.first_failure.reason == "connection lost"
+
+
+def test_a_scale_down_after_the_survivors_ended_decides_the_job() -> None:
+    policy = elastic(2)
+    policy.feed(ProcessEnded("node0", "torchrun-0", 0, 20.0))
+    policy.feed(ProcessEnded("node1", "torchrun-1", 0, 20.0))
+    assert policy.verdict is None  # node2's torchrun still runs, as far as it knows
+    policy.feed(HostSilent("node2", "connection lost", 21.0))
+    assert policy.over and policy.state == "succeeded"
+
+
+def test_torchruns_round_is_read_from_its_workers_environment() -> None:
+    """A real process group standing for torchrun (bash) and its worker (sleep), with the
+    variables torchrun gives each round's workers."""
+    env = dict(os.environ, GROUP_WORLD_SIZE="2", TORCHELASTIC_RESTART_COUNT="1")
+    agent = subprocess.Popen(["bash", "-c", "sleep 30 & wait"], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 5
+        found = None
+        while found is None and time.monotonic() < deadline:
+            found = sv_torchrun_round(agent.pid)
+            time.sleep(0.05)
+        assert found == (1, 2)
+    finally:
+        os.killpg(agent.pid, 9)
+        agent.wait()
+
+
+def test_the_supervisor_source_holds_the_elastic_part_and_compiles() -> None:
+    source = supervisor_source()
+    assert "class SvElastic" in source
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; compile(sys.stdin.read(), 'sv', 'exec')"],
+        input=source,
+        text=True,
+        capture_output=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+INVENTORY = """\
+defaults: {user: me, gpus: 1}
+hosts:
+  - {name: a, address: 10.0.0.1}
+  - {name: b, address: 10.0.0.2}
+  - {name: c, address: 10.0.0.3}
+"""
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Inventory:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(INVENTORY)
+    return load(path)
+
+
+def test_min_hosts_plans_torchrun_nnodes_min_max_and_tuned_rendezvous(
+    inventory: Inventory,
+) -> None:
+    spec = make_spec(kind="ddp", program="t.py", master_port=29400, max_restarts=2, min_hosts=2)
+    planned = plan(spec, inventory, job_id="j-1")
+    assert planned.min_hosts == 2
+    for node, launch in enumerate(planned.launches):
+        pairs = dict(itertools.pairwise(launch.argv))
+        assert pairs["--nnodes"] == "2:3"
+        conf = pairs["--rdzv-conf"].split(",")
+        assert conf[0] == f"is_host={1 if node == 0 else 0}"
+        assert {"last_call_timeout=3", "keep_alive_interval=1", "keep_alive_max_attempt=5"} <= set(
+            conf
+        )
+    # Without --min-hosts: the plain c10d rendezvous, N nodes.
+    plain = plan(make_spec(kind="ddp", program="t.py", max_restarts=2), inventory, job_id="j")
+    assert dict(itertools.pairwise(plain.launches[0].argv))["--nnodes"] == "3"
+    assert plain.min_hosts == 0
+
+
+def test_the_inventory_default_applies_to_ddp_jobs_with_restarts(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(INVENTORY.replace("gpus: 1}", "gpus: 1, min_hosts: 5}"))
+    hosts = load(path)
+    with_restarts = plan(make_spec(kind="ddp", program="t.py", max_restarts=1), hosts, job_id="j")
+    assert with_restarts.min_hosts == 3  # a default never exceeds the job's hosts
+    assert plan(make_spec(kind="ddp", program="t.py"), hosts, job_id="j").min_hosts == 0
+    assert plan(make_spec(kind="ps", program="t.py"), hosts, job_id="j").max_restarts == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"min_hosts": 0, "max_restarts": 1}, "at least 1 host"),
+        ({"kind": "mpi", "min_hosts": 2, "max_restarts": 1}, "applies to --kind ddp only"),
+        ({"min_hosts": 2, "max_restarts": 0}, "needs --max-restarts N of at least 1"),
+    ],
+)
+def test_bad_min_hosts_errors_name_the_option(fields: dict[str, object], words: str) -> None:
+    values: dict[str, object] = {"kind": "ddp", "program": "t.py", **fields}
+    with pytest.raises(JobSpecError) as caught, naming_options():
+        make_spec(**values)
+    assert caught.value.field == "--min-hosts" and words in str(caught.value)
+
+
+def test_min_hosts_beyond_the_jobs_hosts_or_without_restarts_is_a_plan_error(
+    inventory: Inventory,
+) -> None:
+    spec = make_spec(kind="ddp", program="t.py", max_restarts=1, min_hosts=4)
+    with pytest.raises(PlanError, match=r"--min-hosts 4 must be 1\.\.3"):
+        plan(spec, inventory, job_id="j")
+    spec = make_spec(kind="ddp", program="t.py", min_hosts=2)
+    with pytest.raises(PlanError, match="--min-hosts 2 needs --max-restarts"):
+        plan(spec, inventory, job_id="j")
+
+
+def test_membership_reads_the_scale_downs() -> None:
+    view = {"scale_downs": [{"host": "c", "cause": "lost"}]}
+    assert hosts_now(("a", "b", "c"), view) == ["a", "b"]
+    assert membership(("a", "b", "c"), view) == "2 of 3 hosts"
+    assert membership(("a", "b", "c"), {}) == "" and membership(("a",), None) == ""
