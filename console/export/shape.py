@@ -160,6 +160,11 @@ def _shape(
             "(sbatch --requeue: a node failure, a preemption) but a failed rank is not run "
             "again (only ddp's torchrun restarts its workers there); Kubeflow: not at all"
         )
+    if spec.min_hosts is not None:
+        extra.append(
+            "--min-hosts is not applied under a scheduler: the allocation's nodes are fixed "
+            "(torchrun runs --nnodes N; a lost node fails the job, which --requeue runs again)"
+        )
     if spec.kind is JobKind.HOROVOD and spec.horovod_launcher == "gloo":
         extra.append(
             "horovod ranks start under MPI in an exported job (the scheduler's MPI "
