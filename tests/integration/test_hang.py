@@ -24,8 +24,23 @@ from tests.integration.test_supervisor import job_dir, wait_for
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 # Every rank meets every other in all_reduce each step: one frozen rank holds them all.
+# Until its first step a rank prints a line every 0.5 s: importing torch and meeting the
+# other rank take seconds (more on a cold machine) and must not read as a hang; from its
+# first step on, only its steps print.
 TRAIN = """
+import threading
 import time
+
+started = threading.Event()
+
+
+def starting():
+    while not started.wait(0.5):
+        print("starting", flush=True)
+
+
+threading.Thread(target=starting, daemon=True).start()
+
 import torch
 import torch.distributed as dist
 
@@ -41,8 +56,12 @@ def train_step():
 for step in range(1, 10**9):
     train_step()
     print(f"rank {rank} step {step}", flush=True)
+    started.set()
     time.sleep(0.2)
 """
+
+# Far above a step's 0.2 s; the start prints (above) until training runs.
+HANG_TIMEOUT_S = 10
 
 
 @pytest.fixture
@@ -82,7 +101,8 @@ def test_a_frozen_rank_marks_the_job_hung_and_every_rank_is_captured(
     inv = str(cluster.inventory_path)
     launched = dc(
         tmp_path, "launch", inv, "--kind", "ddp", "--gpus-per-host", "1",
-        "--hang-timeout", "20", "--stop-on-hang", "--grace", "2", "--skip-preflight", "--detach",
+        "--hang-timeout", str(HANG_TIMEOUT_S), "--stop-on-hang", "--grace", "2",
+        "--skip-preflight", "--detach",
         "--", str(program),
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr
