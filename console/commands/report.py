@@ -79,7 +79,8 @@ async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Pa
         with summary.open("a") as f:
             f.write("GPU health on the job's hosts:\n")
             f.writelines(f"  {line}\n" for line in hardware)
-    await asyncio.to_thread(write_bundle_steps, record.plan, out)
+    wall = (record.ended or time.time()) - record.started
+    await asyncio.to_thread(write_bundle_steps, record.plan, out, wall)
     return finish(summary, bundles, out)
 
 

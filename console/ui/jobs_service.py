@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import shlex
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,7 +316,8 @@ class JobsService:
             summary, _bundles = await make_slurm_report(self._slurm(), record, out)
             return summary  # with Slurm's record (slurm.txt)
         summary, _bundles = await make_report(self.runner.connections, record, out)
-        await asyncio.to_thread(write_bundle_steps, record.plan, out)  # steps.csv
+        wall = (record.ended or time.time()) - record.started  # effective training time
+        await asyncio.to_thread(write_bundle_steps, record.plan, out, wall)  # steps.csv
         return summary
 
     async def plan_of(self, job_id: str) -> JobPlan:

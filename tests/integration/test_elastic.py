@@ -95,6 +95,7 @@ def test_a_lost_host_scales_the_job_down_and_it_succeeds_on_the_others(
     assert re.search(r"scaled down at .*: node2 left \(.+\); 2 of 3 hosts went on", summary), (
         summary
     )
+    assert re.search(r"effective training time: \d+% \(", summary), summary
     timeline = (out / "timeline.txt").read_text()
     assert re.search(r' scaled-down peer="node2" cause=".+"', timeline), timeline
     assert_nothing_left(cluster)

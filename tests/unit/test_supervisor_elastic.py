@@ -22,6 +22,8 @@ from console.inventory import Inventory, load
 from console.jobs.history import hosts_now, membership
 from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
+from console.logs.curves import CurvePoint
+from console.logs.file_steps import effective_training
 
 DDP3 = [PolicyProcess(f"node{i}", f"torchrun-{i}", "torchrun", (i,)) for i in range(3)]
 
@@ -191,3 +193,12 @@ def test_membership_reads_the_scale_downs() -> None:
     assert hosts_now(("a", "b", "c"), view) == ["a", "b"]
     assert membership(("a", "b", "c"), view) == "2 of 3 hosts"
     assert membership(("a", "b", "c"), {}) == "" and membership(("a",), None) == ""
+
+
+def test_effective_training_time_counts_each_step_once() -> None:
+    """Steps 1..4 at 2 steps/s, then a restart redoes steps 3..4 and runs 5..6: each of
+    the 6 steps counts once (0.5 s), over 10 s of wall time."""
+    points = [CurvePoint(None, step, None, 2.0) for step in (1, 2, 3, 4, 3, 4, 5, 6)]
+    line = effective_training({0: tuple(points), 1: ()}, 10.0)
+    assert line == "effective training time: 30% (3.0 s of steps advanced in 10.0 s)"
+    assert effective_training({0: (CurvePoint(None, 1, 0.5, None),)}, 10.0) == ""
