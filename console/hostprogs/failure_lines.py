@@ -68,6 +68,22 @@ _TOLD = re.compile(r"root cause: rank (\d+)")
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 
 
+# What a process prints when it failed because another did: a peer gone from under a
+# collective (gloo, NCCL, gRPC), or a signal someone sent it (a stop, a launcher's
+# teardown). Its failure is a consequence; the job's cause is the other one.
+PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|"
+    r"typically caused by a remote worker crashing|remote process exited|"
+    r"NCCL communicator was aborted|Socket closed|"
+    r"killed by SIG(?:TERM|KILL|INT|HUP)\b|death signal|SignalException|got signal"
+)
+
+
+def followed_another(lines: Sequence[str]) -> bool:
+    """True when a failure's own lines say it followed another's (:data:`PEER_LOST`)."""
+    return any(PEER_LOST.search(line) for line in lines)
+
+
 def first_error(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[str, ...]:
     """The first error line before any launcher report, with up to ``context`` lines
     after it (not reaching into the report); else, when a launcher reported, the last

@@ -67,6 +67,46 @@ def test_first_failure_wins_even_when_reported_later() -> None:
     assert policy.first_failure is not None and policy.first_failure.process == "torchrun-1"
 
 
+LOST_PEER = (
+    "root cause: rank 0 on node0: killed by SIGABRT at 2026-11-26_15:45:53",
+    "[default0]:[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer "
+    "[127.0.0.1]:60835. This is typically caused by a remote worker crashing.",
+)
+
+
+def test_a_failure_that_followed_a_lost_peer_gives_way_to_the_crash_it_followed() -> None:
+    """gloo aborted rank 0 when rank 1 crashed, and node0's torchrun ended first: the
+    crash, reported by node1 after the stop was ordered, is the job's cause."""
+    policy = JobPolicy(list(DDP), "ddp")
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 1, 10.0, lines=LOST_PEER)) is True
+    crash = ("root cause: rank 1 on node1: exit status 3 at 2026-11-26_15:45:53",)
+    policy.feed(ProcessEnded("node1", "torchrun-1", 1, 11.0, lines=crash))
+    failure = policy.first_failure
+    assert failure is not None and (failure.host, failure.rank) == ("node1", 1)
+    assert failure.lines == crash
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        # killed by the stop this policy ordered: a signal, or torchrun telling of one
+        ProcessEnded("node1", "torchrun-1", 143, 11.0, "SIGTERM"),
+        ProcessEnded(
+            "node1", "torchrun-1", 1, 11.0, lines=("root cause: rank 1: killed by SIGTERM",)
+        ),
+        # lost its peer too
+        ProcessEnded("node1", "torchrun-1", 1, 11.0, lines=LOST_PEER[1:]),
+        # too long after to be what the first one followed
+        ProcessEnded("node1", "torchrun-1", 1, 30.0, lines=("boom",)),
+    ],
+)
+def test_a_later_end_that_is_itself_a_consequence_is_no_cause(later: ProcessEnded) -> None:
+    policy = JobPolicy(list(DDP), "ddp")
+    policy.feed(ProcessEnded("node0", "torchrun-0", 1, 10.0, lines=LOST_PEER))
+    policy.feed(later)
+    assert policy.first_failure is not None and policy.first_failure.host == "node0"
+
+
 def test_an_end_caused_by_the_stop_is_no_cause() -> None:
     policy = JobPolicy([*DDP, PolicyProcess("node1", "x-0", "x")], "ddp")
     policy.feed(ProcessEnded("node1", "torchrun-1", 3, 10.0))

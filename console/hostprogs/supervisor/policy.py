@@ -21,6 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
+    from console.hostprogs.failure_lines import followed_another
+
+# How long after a failure that followed another's (a rank that lost its peer) a plain
+# failure reported later is still taken as the cause: the host whose rank crashed can
+# end after its peer's host, which noticed the lost peer first.
+POLICY_CAUSE_WINDOW_S = 10.0
 POLICY_PS_FINISHERS = ("worker", "chief")  # roles whose success ends a ps job
 SUCCEEDED = "succeeded"
 FAILED = "failed"
@@ -260,12 +267,22 @@ class JobPolicy:
 
     def _is_cause(self, report: ProcessEnded) -> bool:
         """The first failure seen, or one reported later that ended before it and before
-        the stop this policy ordered (its peers' failures were the consequence)."""
+        the stop this policy ordered (its peers' failures were the consequence), or one
+        whose lines say nothing of a lost peer or a signal, ended within
+        POLICY_CAUSE_WINDOW_S after a failure whose lines do (that one followed it)."""
         current = self.first_failure
         if current is None:
             return self.stop_ordered_at is None or report.at < self.stop_ordered_at
         if current.process is None:
             return False  # a silent host or a hang: that is the cause
+        if (
+            followed_another(current.lines)
+            and not followed_another(report.lines)
+            and report.signal is None
+            and report.exit_code is not None
+            and report.at - current.at <= POLICY_CAUSE_WINDOW_S
+        ):
+            return True  # the failure the current one followed, ended later
         if self.stop_ordered_at is not None and report.at >= self.stop_ordered_at:
             return False
         return report.at < current.at
