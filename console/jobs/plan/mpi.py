@@ -32,6 +32,7 @@ from console.errors import JobSpecError
 from console.inventory import Host
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
+from console.jobs.plan import horovod_elastic
 from console.jobs.plan.mpi_ranks import (
     env_differences,
     host_list,
@@ -159,13 +160,15 @@ def mpirun_argv(p: Placement, env: dict[str, str], program: tuple[str, ...]) -> 
 
 def horovodrun_argv(p: Placement, program: tuple[str, ...]) -> tuple[str, ...]:
     spec = p.spec
-    argv: list[str] = ["horovodrun", "-np", str(p.total_slots), "-H", host_list(p)]
+    argv: list[str] = ["horovodrun", "-np", str(p.total_slots)]
     port = ssh_port(p)
     if port is not None:
         argv += ["-p", str(port)]
     for nic in interfaces(p):
         argv += ["--network-interface", nic]
-    argv.append("--gloo" if spec.horovod_launcher == "gloo" else "--mpi")
+    if horovod_elastic.uses_elastic(p):  # the discovery script names the hosts
+        return horovod_elastic.launcher_argv(argv, program, p)
+    argv += ["-H", host_list(p), "--gloo" if spec.horovod_launcher == "gloo" else "--mpi"]
     return (*argv, *program)
 
 
@@ -202,19 +205,24 @@ def plan_mpi(p: Placement) -> JobPlan:
     # Each host's rank runs its own python, paths and env (see console/jobs/plan/mpi_ranks.py).
     programs = {h.name: program_argv(spec, h.host.python, h.job_dir, args) for h in p.hosts}
     exports = {h.name: env_differences(env, _env(p, h, world_size, spr)) for h in p.hosts}
-    wrapped = rank_argv(rank_script(p, programs, exports))
+    elastic = horovod_elastic.uses_elastic(p)
+    wrapped = rank_argv(rank_script(p, programs, exports, elastic=elastic))
     horovod = spec.kind is JobKind.HOROVOD
     argv = horovodrun_argv(p, wrapped) if horovod else mpirun_argv(p, env, wrapped)
+    # Horovod elastic's launcher is not re-run by the supervisors (horovod_elastic.py).
+    role = horovod_elastic.ROLE if elastic else ROLE
     logs = (
-        LogFile(paths.process_stdout(launcher.job_dir, ROLE, 0), "stdout", "launcher"),
-        LogFile(paths.process_stderr(launcher.job_dir, ROLE, 0), "stderr", "launcher"),
+        LogFile(paths.process_stdout(launcher.job_dir, role, 0), "stdout", "launcher"),
+        LogFile(paths.process_stderr(launcher.job_dir, role, 0), "stderr", "launcher"),
         *rank_files(p),
     )
     warnings = list(p.warnings) + cluster_warnings(p)
+    not_elastic = horovod_elastic.why_not(p)
+    notes = (horovod_elastic.NOTE,) if elastic else (not_elastic,) if not_elastic else ()
     uploads = example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts))
     launch = RankLaunch(
         host=launcher.name,
-        role=ROLE,
+        role=role,
         index=0,
         argv=argv,
         env=env,
@@ -239,4 +247,5 @@ def plan_mpi(p: Placement) -> JobPlan:
         uploads=uploads,
         fail_fast=spec.fail_fast,
         max_restarts=max_restarts(p),
+        notes=notes,
     )

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 from console.jobs import paths
 from console.jobs.models import LogFile
-from console.jobs.plan.placement import PlacedHost, Placement
+from console.jobs.plan.placement import RESTART_VAR, PlacedHost, Placement
 from console.transport.ship import shell_join, shell_word, with_setup
 
 WRAPPER_NAME = "distconsole-rank"  # $0 of the wrapper: what `ps` shows for it
@@ -81,7 +81,19 @@ def _pattern(ranks: range) -> str:
     return "|".join(str(r) for r in ranks)
 
 
-def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | None]) -> str:
+# Under Horovod elastic: this slot's starts, so far (see _elastic_rank).
+_COUNT_STARTS = (
+    'n=$(( $(cat "$d/starts" 2>/dev/null || echo 0) + 1 )); echo "$n" >"$d/starts"; '
+    f"{RESTART_VAR}=$((n - 1)); export {RESTART_VAR}"
+)
+
+
+def _arm(
+    h: PlacedHost,
+    program: tuple[str, ...],
+    exports: Mapping[str, str | None],
+    elastic: bool = False,
+) -> str:
     ranks_dir = shell_word(paths.ranks_dir(h.job_dir))
     body = [f"cd -- {shell_word(h.cwd)} || exit {RANK_CWD_FAILED}"]
     for key, value in exports.items():
@@ -95,6 +107,7 @@ def _arm(h: PlacedHost, program: tuple[str, ...], exports: Mapping[str, str | No
         # gets the login umask back.
         "distconsole_umask=$(umask); umask 0077",
         f'mkdir -p -- "$d" || exit {RANK_CWD_FAILED}',
+        *((_COUNT_STARTS,) if elastic else ()),
         # The rank's output goes to its own files and NOT on to the launcher (issue 23):
         # mpirun and horovodrun copy whatever a rank writes into their own output, so
         # every line showed twice, once under its rank and once as the launcher. Not
@@ -126,15 +139,32 @@ def env_differences(base: Mapping[str, str], own: Mapping[str, str]) -> dict[str
     return changes
 
 
+def _elastic_rank(p: Placement) -> list[str]:
+    """Under Horovod elastic a worker's rank is the driver's latest assignment, which a
+    reset may move to another host: the wrapper finds its host by the name horovodrun
+    started it for (``HOROVOD_HOSTNAME``, a line of the discovery script) and its files
+    by the planned rank of that host's slot (``HOROVOD_LOCAL_RANK``), so each slot keeps
+    its planned rank's files whatever rank Horovod gives it. A started slot counts its
+    starts there: a slot started again is a restart (``DISTCONSOLE_RESTART_COUNT``)."""
+    lines = ['case "${HOROVOD_HOSTNAME:-}" in']
+    for h, ranks in rank_ranges(p):
+        lines.append(f"{shlex.quote(ssh_name(p, h))}) r=$(({ranks.start} + HOROVOD_LOCAL_RANK)) ;;")
+    lines.append("esac")
+    return lines
+
+
 def rank_script(
     p: Placement,
     programs: Mapping[str, tuple[str, ...]],
     exports: Mapping[str, Mapping[str, str | None]],
+    *,
+    elastic: bool = False,
 ) -> str:
     """The wrapper's bash text; ``programs``/``exports`` per host name (see module doc)."""
     lines = [
         f"# distconsole job {p.job_id}: one rank (console/jobs/plan/mpi_ranks.py)",
         'r="${OMPI_COMM_WORLD_RANK:-${HOROVOD_RANK:-}}"',
+        *(_elastic_rank(p) if elastic else ()),
         # horovodrun --gloo forwards the launcher's HOME: take this user's own back.
         'h="$(getent passwd "$(id -u)" | cut -d: -f6)"',
         'if [ -n "$h" ]; then HOME="$h"; export HOME; fi',
@@ -142,7 +172,7 @@ def rank_script(
     ]
     for h, ranks in rank_ranges(p):
         lines.append(f"{_pattern(ranks)})")
-        lines.append(_arm(h, programs[h.name], exports.get(h.name, {})))
+        lines.append(_arm(h, programs[h.name], exports.get(h.name, {}), elastic))
         lines.append(";;")
     lines += [
         "*)",

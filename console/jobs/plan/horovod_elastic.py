@@ -1,0 +1,157 @@
+"""Horovod elastic: a horovod job's restarts through Horovod's own driver.
+
+When is a job elastic? Only when all three hold, so nothing changes for a program that
+was not written for it (``hvd.elastic.run`` restores a committed state after a reset;
+a plain Horovod program would just start over inside the same run):
+
+- ``--max-restarts N`` of at least 1 (Horovod's ``--reset-limit N``);
+- the Gloo launcher (``--horovod-launcher gloo``, the default): horovodrun's elastic
+  mode has no MPI driver;
+- the program is known to use ``hvd.elastic``: the bundled ``example:horovod``. A
+  program of the user's is re-run whole as an MPI job's launcher is (its ranks resume
+  from their checkpoints); the plan tells which one applies (``plan``'s notes).
+
+Then horovodrun runs ``--host-discovery-script SCRIPT --max-np N --min-np M`` (N: every
+slot of the job; M: N less the largest host's slots, so the loss of any one host is
+survived) with ``--blacklist-cooldown-range 1 2``. Horovod blacklists the host of a failed
+worker (for good unless a cooldown is given): the survivors restore their last commit and
+go on without it (a reset down to M or more), and once its cooldown is over the host is
+discovered again and a new worker started there (a reset back up to N), which syncs the
+state from rank 0. So one restart is two of Horovod's resets: ``--reset-limit 2R`` for
+``--max-restarts R``. (With ``--min-np N`` Horovod 0.28 never starts the failed slot
+again: the host leaves and returns between two assignments, and its slot still reads
+active.) SCRIPT is written into the launcher host's job directory when the launcher
+starts; it prints ``host:slots`` for each of the job's hosts that the launcher host's
+supervisor (the job's leader) still counts in the job: the ``hosts_now`` of its
+``supervisor.json`` (the elastic membership record) when there is one, else every
+planned host.
+
+The supervisor's process is named ``horovodrun-0`` (not ``launcher-0``): the supervisors
+do not re-run it (Horovod resets its workers itself and the launcher ends only when
+Horovod gives up, which fails the job as any failure does); they count each reset that
+Horovod's log reports as a restart.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from console.jobs import paths
+from console.jobs.models import JobKind
+from console.jobs.plan.mpi_ranks import rank_ranges, ssh_name
+from console.jobs.plan.placement import Placement, max_restarts
+from console.transport.ship import shell_join, shell_word
+
+ROLE = "horovodrun"  # the launcher's process name stem (horovodrun-0)
+WRAPPER_NAME = "distconsole-horovodrun"
+DISCOVERY_FILE = "horovod-hosts.sh"
+LEADER_RECORD = "supervisor.json"  # the leader's (hostprogs/supervisor/local.py SV_STATE)
+ELASTIC_EXAMPLES = ("horovod",)  # bundled programs written with hvd.elastic
+# A failed worker's host is out of the job for a cooldown of Horovod's: the shortest it
+# takes (seconds), so the job is whole again at once.
+COOLDOWN_S = (1, 2)
+# How long the driver waits for every slot after a reset (Horovod's default: 600 s).
+ELASTIC_TIMEOUT_S = 300
+
+NOTE = (
+    "restarts through Horovod elastic (example:horovod uses hvd.elastic): a failed rank is "
+    "restarted by horovodrun and every rank goes on from the last committed state"
+)
+
+# Run by horovodrun on the launcher host about once a second: argv[1] the leader's
+# record, then one NAME=HOST:SLOTS per planned host, in rank order.
+_DISCOVER_PY = """\
+import json, sys
+try:
+    with open(sys.argv[1]) as handle:
+        now = json.load(handle).get("hosts_now")
+except (OSError, ValueError, AttributeError):
+    now = None
+for entry in sys.argv[2:]:
+    name, host = entry.split("=", 1)
+    if not now or name in now:
+        print(host)
+"""
+
+
+def uses_elastic(p: Placement) -> bool:
+    """Whether the job runs under Horovod elastic (see the module doc)."""
+    spec = p.spec
+    return (
+        spec.kind is JobKind.HOROVOD
+        and spec.horovod_launcher == "gloo"
+        and max_restarts(p) > 0
+        and spec.example in ELASTIC_EXAMPLES
+    )
+
+
+def why_not(p: Placement) -> str | None:
+    """For a horovod job with restarts that is not elastic: why, for the plan's notes."""
+    spec = p.spec
+    if spec.kind is not JobKind.HOROVOD or not max_restarts(p) or uses_elastic(p):
+        return None
+    if spec.horovod_launcher != "gloo":
+        reason = "horovodrun --mpi has no elastic mode"
+    else:
+        reason = "only example:horovod is known to use hvd.elastic"
+    return f"restarts re-run horovodrun whole (not Horovod elastic: {reason})"
+
+
+def discovery_script(p: Placement) -> str:
+    """The text of the discovery script (see the module doc)."""
+    job_dir = p.first.job_dir
+    entries = [f"{h.name}={ssh_name(p, h)}:{len(ranks)}" for h, ranks in rank_ranges(p)]
+    record = shell_word(f"{job_dir}/{LEADER_RECORD}")
+    python = shlex.quote(p.first.host.python or "python3")
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            f"# distconsole job {p.job_id}: Horovod elastic's host discovery",
+            "# (console/jobs/plan/horovod_elastic.py): HOST:SLOTS per host in the job.",
+            # -S: no site (no sitecustomize of the job's: this runs every second).
+            f"exec {python} -S -c {shlex.quote(_DISCOVER_PY)} {record} "
+            + " ".join(shlex.quote(e) for e in entries),
+        ]
+    )
+
+
+def min_np(p: Placement) -> int:
+    """The fewest ranks the job goes on with: all but the largest host's (one host lost)."""
+    if len(p.hosts) < 2:
+        return p.total_slots
+    return max(1, p.total_slots - max(h.slots for h in p.hosts))
+
+
+def elastic_options(p: Placement) -> list[str]:
+    low, high = COOLDOWN_S
+    return [
+        "--min-np", str(min_np(p)), "--max-np", str(p.total_slots),
+        "--reset-limit", str(2 * max_restarts(p)),
+        "--blacklist-cooldown-range", str(low), str(high),
+        "--elastic-timeout", str(ELASTIC_TIMEOUT_S),
+        # The driver's resets in its log: the supervisor counts them as restarts.
+        "--log-level", "INFO",
+    ]  # fmt: skip
+
+
+def launcher_argv(horovodrun: list[str], program: tuple[str, ...], p: Placement) -> tuple[str, ...]:
+    """``bash -c SCRIPT``: write the discovery script, then exec horovodrun with it.
+
+    ``horovodrun`` is its argv up to the host options (``-H`` is left out: the script
+    names the hosts)."""
+    path = shell_word(f"{p.first.job_dir}/{DISCOVERY_FILE}")
+    lines = [
+        f"# distconsole job {p.job_id}: Horovod elastic (console/jobs/plan/horovod_elastic.py)",
+        f"f={path}",
+        f"(umask 077; printf '%s\\n' {shlex.quote(discovery_script(p))} >\"$f\") || exit 1",
+        'chmod 700 "$f" || exit 1',
+        f'exec {shell_join(horovodrun)} --host-discovery-script "$f" '
+        + " ".join(shlex.quote(o) for o in elastic_options(p))
+        + f" --gloo {shell_join(program)}",
+    ]
+    return ("bash", "-c", "\n".join(lines), WRAPPER_NAME)
+
+
+def process_files(job_dir: str) -> tuple[str, str]:
+    """The launcher's own stdout and stderr."""
+    return paths.process_stdout(job_dir, ROLE, 0), paths.process_stderr(job_dir, ROLE, 0)
