@@ -44,6 +44,27 @@ SV_RESTART_VAR = "DISTCONSOLE_RESTART_COUNT"
 SV_CAUSE_WAIT_S = 5.0  # how long a torchrun restart waits for its cause to be logged
 SV_TORCHRUN_LOGS = "torchrun"  # the job directory's torchrun --log-dir (jobs/paths.py)
 SV_TORCHRUN_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+)")
+# Horovod elastic (jobs/plan/horovod_elastic.py): horovodrun --log-level INFO names each
+# host it drops for a failed worker, and its output each worker's end.
+SV_HOROVOD_ROLE = "horovodrun"
+SV_HOROVOD_DROPPED = re.compile(r"blacklist failing host: (\S+)")
+SV_HOROVOD_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
+
+
+def sv_horovod_resets(job_dir: str, name: str) -> tuple[int, dict[str, Any]]:
+    """How many times Horovod elastic dropped a host for a failed worker (each is a
+    restart: the host's worker is started again after its cooldown), and the last
+    failed worker's rank and exit status."""
+    lines: list[str] = []
+    for suffix in (".err", ".out"):
+        lines += sv_tail(os.path.join(job_dir, name + suffix), 256 * 1024)
+    dropped = [m.group(1) for m in map(SV_HOROVOD_DROPPED.search, lines) if m]
+    cause: dict[str, Any] = {"horovod_host": dropped[-1]} if dropped else {}
+    for match in map(SV_HOROVOD_EXIT.search, reversed(lines)):
+        if match and match.group(2) != "0":
+            cause.update(rank=int(match.group(1)), exit_code=int(match.group(2)))
+            break
+    return len(dropped), cause
 
 
 def sv_torchrun_attempt(job_dir: str, name: str) -> int:
@@ -188,6 +209,13 @@ class SvRestarts:
     def watch_restarts(self) -> None:
         """Reap restarted wrappers; for ddp, notice torchrun's restarts on this host."""
         self.restarted_children = [c for c in self.restarted_children if c.poll() is None]
+        if self.cfg.get("kind") == "horovod":
+            for name in self.local.procs:
+                if name.startswith(SV_HOROVOD_ROLE + "-"):
+                    count, cause = sv_horovod_resets(self.job_dir, name)
+                    if count > self.torchrun_attempts.get(name, 0):
+                        self.torchrun_attempts[name] = count
+                        self.restarted(self.host, name, count, dict(cause, process=name))
         if self.cfg.get("kind") != "ddp" or not int(self.cfg.get("max_restarts") or 0):
             return
         for name, proc in self.local.procs.items():
