@@ -50,6 +50,7 @@ def test_horovod_elastic_restarts_a_crashed_rank_and_resumes(sshd_cluster, tmp_p
     started = time.monotonic()
     job_id = launch(
         tmp_path, cluster, "--kind", "horovod", "--gpus-per-host", "1", "--max-restarts", "2",
+        "--env", "DISTCONSOLE_HOROVOD_ELASTIC=1",
         "--", "example:horovod", "--steps", "30", "--crash-rank", "1", "--crash-at-step", "13",
         "--crash-once", "--sleep", "0.25",
     )  # fmt: skip

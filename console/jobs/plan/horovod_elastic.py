@@ -1,15 +1,20 @@
 """Horovod elastic: a horovod job's restarts through Horovod's own driver.
 
-When is a job elastic? Only when all three hold, so nothing changes for a program that
-was not written for it (``hvd.elastic.run`` restores a committed state after a reset;
-a plain Horovod program would just start over inside the same run):
+When is a job elastic? When the user says the program uses ``hvd.elastic``:
+``DISTCONSOLE_HOROVOD_ELASTIC=1`` in the job's environment (``--env``, or the leader
+host's ``env`` in hosts.yaml), with
 
-- ``--max-restarts N`` of at least 1 (Horovod's ``--reset-limit N``);
+- ``--max-restarts R`` of at least 1, and
 - the Gloo launcher (``--horovod-launcher gloo``, the default): horovodrun's elastic
-  mode has no MPI driver;
-- the program is known to use ``hvd.elastic``: the bundled ``example:horovod``. A
-  program of the user's is re-run whole as an MPI job's launcher is (its ranks resume
-  from their checkpoints); the plan tells which one applies (``plan``'s notes).
+  mode has no MPI driver.
+
+An explicit switch, not a guess: a text search of the script for ``hvd.elastic`` would
+need the program on the console's machine (it is a path on the hosts) and misreads
+imports under other names, and a program not written for it (no committed state to
+restore) would silently start over inside the same run. The bundled ``example:horovod``
+is written with ``hvd.elastic.run`` and runs either way. Without the switch a horovod
+job restarts as an MPI one (its launcher re-run whole, the ranks resuming from their
+checkpoints); ``plan`` says which applies (its notes).
 
 Then horovodrun runs ``--host-discovery-script SCRIPT --max-np N --min-np M`` (N: every
 slot of the job; M: N less the largest host's slots, so the loss of any one host is
@@ -46,7 +51,7 @@ ROLE = "horovodrun"  # the launcher's process name stem (horovodrun-0)
 WRAPPER_NAME = "distconsole-horovodrun"
 DISCOVERY_FILE = "horovod-hosts.sh"
 LEADER_RECORD = "supervisor.json"  # the leader's (hostprogs/supervisor/local.py SV_STATE)
-ELASTIC_EXAMPLES = ("horovod",)  # bundled programs written with hvd.elastic
+ELASTIC_VAR = "DISTCONSOLE_HOROVOD_ELASTIC"  # "1": the program uses hvd.elastic
 # A failed worker's host is out of the job for a cooldown of Horovod's: the shortest it
 # takes (seconds), so the job is whole again at once.
 COOLDOWN_S = (1, 2)
@@ -54,8 +59,9 @@ COOLDOWN_S = (1, 2)
 ELASTIC_TIMEOUT_S = 300
 
 NOTE = (
-    "restarts through Horovod elastic (example:horovod uses hvd.elastic): a failed rank is "
-    "restarted by horovodrun and every rank goes on from the last committed state"
+    f"restarts through Horovod elastic ({ELASTIC_VAR}=1): a failed rank's host leaves the "
+    "job for its cooldown (2 s) and its worker is started again; every rank goes on from "
+    "the last committed state"
 )
 
 # Run by horovodrun on the launcher host about once a second: argv[1] the leader's
@@ -74,6 +80,12 @@ for entry in sys.argv[2:]:
 """
 
 
+def asked(p: Placement) -> bool:
+    """The job's environment says the program uses hvd.elastic (see the module doc)."""
+    value = p.spec.env.get(ELASTIC_VAR, p.first.host.env.get(ELASTIC_VAR, ""))
+    return value.strip().lower() in ("1", "true", "yes")
+
+
 def uses_elastic(p: Placement) -> bool:
     """Whether the job runs under Horovod elastic (see the module doc)."""
     spec = p.spec
@@ -81,7 +93,7 @@ def uses_elastic(p: Placement) -> bool:
         spec.kind is JobKind.HOROVOD
         and spec.horovod_launcher == "gloo"
         and max_restarts(p) > 0
-        and spec.example in ELASTIC_EXAMPLES
+        and asked(p)
     )
 
 
@@ -90,11 +102,11 @@ def why_not(p: Placement) -> str | None:
     spec = p.spec
     if spec.kind is not JobKind.HOROVOD or not max_restarts(p) or uses_elastic(p):
         return None
-    if spec.horovod_launcher != "gloo":
-        reason = "horovodrun --mpi has no elastic mode"
+    if not asked(p):
+        reason = f"--env {ELASTIC_VAR}=1 says the program uses hvd.elastic"
     else:
-        reason = "only example:horovod is known to use hvd.elastic"
-    return f"restarts re-run horovodrun whole (not Horovod elastic: {reason})"
+        reason = "horovodrun --mpi has no elastic mode; use --horovod-launcher gloo"
+    return f"restarts re-run horovodrun whole (Horovod elastic: {reason})"
 
 
 def discovery_script(p: Placement) -> str:

@@ -160,15 +160,18 @@ def mpirun_argv(p: Placement, env: dict[str, str], program: tuple[str, ...]) -> 
 
 def horovodrun_argv(p: Placement, program: tuple[str, ...]) -> tuple[str, ...]:
     spec = p.spec
+    elastic = horovod_elastic.uses_elastic(p)
     argv: list[str] = ["horovodrun", "-np", str(p.total_slots)]
+    if not elastic:  # under Horovod elastic the discovery script names the hosts
+        argv += ["-H", host_list(p)]
     port = ssh_port(p)
     if port is not None:
         argv += ["-p", str(port)]
     for nic in interfaces(p):
         argv += ["--network-interface", nic]
-    if horovod_elastic.uses_elastic(p):  # the discovery script names the hosts
+    if elastic:
         return horovod_elastic.launcher_argv(argv, program, p)
-    argv += ["-H", host_list(p), "--gloo" if spec.horovod_launcher == "gloo" else "--mpi"]
+    argv.append("--gloo" if spec.horovod_launcher == "gloo" else "--mpi")
     return (*argv, *program)
 
 

@@ -1,0 +1,87 @@
+"""Horovod elastic's plan: the horovodrun line, the discovery script it writes, the rank
+wrapper's elastic arm, and when a horovod job is (not) elastic."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from console.inventory import Host, Inventory
+from console.jobs.plan.planner import plan
+from console.jobs.spec import make_spec
+from tests.unit.test_plan_mpi import JD, JOB, inventory
+
+ELASTIC = {"DISTCONSOLE_HOROVOD_ELASTIC": "1"}
+
+
+def elastic_plan(**extra: object):  # type: ignore[no-untyped-def]
+    fields: dict[str, object] = {
+        "kind": "horovod", "program": "example:horovod", "gpus_per_host": 2,
+        "max_restarts": 2, "env": ELASTIC, "interface": "eth0",
+    }  # fmt: skip
+    fields.update(extra)
+    return plan(make_spec(**fields), inventory(), job_id=JOB)
+
+
+def horovodrun_line(script: str) -> list[str]:
+    """The launcher script's last command (its rank wrapper spans lines), as words."""
+    return shlex.split(script[script.index("\nexec horovodrun") + 1 :])
+
+
+def test_horovodrun_line_has_elastic_options_quoted() -> None:
+    p = elastic_plan()
+    launch = p.launches[0]
+    assert launch.role == "horovodrun" and launch.argv[:2] == ("bash", "-c")
+    assert launch.argv[-1] == "distconsole-horovodrun"
+    assert launch.log_paths[0].path == f"{JD}/horovodrun-0.out"
+    words = horovodrun_line(launch.argv[2])
+    assert words[:5] == ["exec", "horovodrun", "-np", "6", "-p"]
+    assert "-H" not in words and "--mpi" not in words and "--gloo" in words
+    at = words.index("--host-discovery-script")
+    assert words[at + 1] == "$f"  # the script written first, by the same bash
+    options = dict(zip(words[at + 2 :: 2], words[at + 3 :: 2], strict=False))
+    assert options["--min-np"] == "4" and options["--max-np"] == "6"  # one host of 2 lost
+    assert options["--reset-limit"] == "4"  # two resets (down, up) per restart
+    assert "--blacklist-cooldown-range" in words and "--network-interface" in words
+    assert any("elastic" in n for n in p.notes), p.notes
+
+
+def test_discovery_script_lists_the_leaders_hosts_now(tmp_path) -> None:
+    p = elastic_plan()
+    script = p.launches[0].argv[2]
+    start = script.index("printf '%s\\n' ") + len("printf '%s\\n' ")
+    text = shlex.split(script[start : script.index(' >"$f"', start)])[0]
+    # The job directory's "~/" expands on the host; here a temporary one stands in.
+    text = text.replace('"$HOME"/' + JD[2:], str(tmp_path))
+    path = tmp_path / "discover.sh"
+    path.write_text(text)
+    run = ["sh", str(path)]
+    assert subprocess.run(run, capture_output=True, text=True, check=True).stdout.split() == [
+        "10.0.0.1:2", "10.0.0.2:2", "10.0.0.3:2",
+    ]  # fmt: skip
+    (tmp_path / "supervisor.json").write_text('{"hosts_now": ["n0", "n2"]}')
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["10.0.0.1:2", "10.0.0.3:2"]
+
+
+def test_elastic_rank_wrapper_finds_its_host_by_name_and_counts_starts() -> None:
+    script = elastic_plan().launches[0].argv[2]
+    wrapper = horovodrun_line(script)[-2]
+    assert "10.0.0.2) r=$((2 + HOROVOD_LOCAL_RANK))" in wrapper
+    assert "DISTCONSOLE_RESTART_COUNT=$((n - 1))" in wrapper
+
+
+def test_not_elastic_without_the_switch_restarts_or_gloo() -> None:
+    for extra in ({"env": {}}, {"max_restarts": 0}, {"horovod_launcher": "mpi"}):
+        p = elastic_plan(**extra)
+        launch = p.launches[0]
+        assert launch.role == "launcher" and "-H" in launch.argv, extra
+        assert "--host-discovery-script" not in " ".join(launch.argv)
+    assert any("re-run horovodrun whole" in n for n in elastic_plan(env={}).notes)
+
+
+def test_a_single_host_needs_every_slot() -> None:
+    one = Inventory(path="h", hosts=(Host(name="solo", address="10.9.9.9", gpus=2),))
+    spec = make_spec(kind="horovod", program="example:horovod", max_restarts=1, env=ELASTIC)
+    words = horovodrun_line(plan(spec, one, job_id=JOB).launches[0].argv[2])
+    assert words[words.index("--min-np") + 1] == words[words.index("--max-np") + 1] == "2"
