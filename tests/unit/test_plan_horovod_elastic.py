@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from pathlib import Path
 
 from console.inventory import Host, Inventory
 from console.jobs.plan.planner import plan
@@ -46,7 +47,7 @@ def test_horovodrun_line_has_elastic_options_quoted() -> None:
     assert any("elastic" in n for n in p.notes), p.notes
 
 
-def test_discovery_script_lists_the_leaders_hosts_now(tmp_path) -> None:
+def test_discovery_script_lists_the_leaders_hosts_now(tmp_path: Path) -> None:
     p = elastic_plan()
     script = p.launches[0].argv[2]
     start = script.index("printf '%s\\n' ") + len("printf '%s\\n' ")
@@ -72,7 +73,8 @@ def test_elastic_rank_wrapper_finds_its_host_by_name_and_counts_starts() -> None
 
 
 def test_not_elastic_without_the_switch_restarts_or_gloo() -> None:
-    for extra in ({"env": {}}, {"max_restarts": 0}, {"horovod_launcher": "mpi"}):
+    cases: list[dict[str, object]] = [{"env": {}}, {"max_restarts": 0}, {"horovod_launcher": "mpi"}]
+    for extra in cases:
         p = elastic_plan(**extra)
         launch = p.launches[0]
         assert launch.role == "launcher" and "-H" in launch.argv, extra
