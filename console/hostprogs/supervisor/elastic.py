@@ -116,11 +116,12 @@ class SvElastic:
             agents = self.last_round[1]
             if agents <= len(connected & set(self.policy.hosts_now)):
                 for host in doubtful:
-                    why = self.unsupervised.pop(host, {}).get("why") or "its supervisor ended"
+                    self.unsupervised.pop(host, None)
                     self.silent(
                         host,
-                        f"host lost ({why}; torchrun's round {self.last_round[0]} went on "
-                        f"with {agents} of {len(self.policy.hosts)} hosts without it)",
+                        f"host lost: its supervisor's connection closed, and torchrun's round "
+                        f"{self.last_round[0]} went on with {agents} of "
+                        f"{len(self.policy.hosts)} hosts without it",
                     )
         self.tell_scale_downs()
 
