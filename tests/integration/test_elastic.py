@@ -6,12 +6,17 @@ membership, ``--nnodes M:N``; the supervisors' policy with ``min_hosts``)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd_cluster import SshdCluster
+from gpu_standin import readable_standin_dir
+from sshd_cluster import SETUP_LINE, SshdCluster
 
 from tests.integration.test_jobs_cli import assert_nothing_left, dc, jobs_json
 from tests.integration.test_supervisor import events, job_dir, wait_for
@@ -19,6 +24,7 @@ from tests.integration.test_supervisor import events, job_dir, wait_for
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 JOB_TIMEOUT_S = 240
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
 
 
 def leader_record(cluster: SshdCluster, job_id: str) -> dict[str, Any]:
@@ -33,6 +39,15 @@ def leader_record(cluster: SshdCluster, job_id: str) -> dict[str, Any]:
 def output(cluster: SshdCluster, host: str, index: int, job_id: str) -> str:
     path = job_dir(cluster, host, job_id) / f"torchrun-{index}.out"
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def wait_over(cluster: SshdCluster, job_id: str) -> dict[str, Any]:
+    """The leader's record once final, read from its files (no console reads the job)."""
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while leader_record(cluster, job_id).get("state") in (None, "running", "hung"):
+        assert time.monotonic() < deadline, leader_record(cluster, job_id)
+        time.sleep(0.5)
+    return leader_record(cluster, job_id)
 
 
 def test_a_lost_host_scales_the_job_down_and_it_succeeds_on_the_others(
@@ -99,3 +114,55 @@ def test_a_lost_host_scales_the_job_down_and_it_succeeds_on_the_others(
     timeline = (out / "timeline.txt").read_text()
     assert re.search(r' scaled-down peer="node2" cause=".+"', timeline), timeline
     assert_nothing_left(cluster)
+
+
+def test_a_host_whose_gpu_fails_is_drained_and_the_job_goes_on(sshd_cluster, tmp_path) -> None:
+    """Each host's nvidia-smi is the GPU STAND-IN replaying a real H200 capture, one
+    capture per host user; at step 20 node2's is switched to the same capture with
+    faults set (2 uncorrectable ECC errors, a row remap pending): its supervisor drains
+    it, the job goes on with node0 and node1."""
+    cluster = sshd_cluster(n=3)
+    captures = Path(tempfile.mkdtemp(prefix="distconsole-drain-", dir="/tmp"))
+    try:
+        captures.chmod(0o755)
+        for host in cluster.hosts:
+            for part in ("query-gpu", "compute-apps"):
+                target = captures / f"cap-{host.user}_{part}.csv"
+                shutil.copyfile(CAPTURES / f"csv_h200_{part}.csv", target)
+                target.chmod(0o644)
+        standin = readable_standin_dir()
+        cluster.write_inventory(
+            setup=f"{SETUP_LINE} && export PATH={standin}:$PATH "
+            f"NVSMI_STANDIN_CAPTURE={captures}/cap-$USER"
+        )
+        launched = dc(
+            tmp_path, "launch", str(cluster.inventory_path), "--detach", "--skip-preflight",
+            "--kind", "ddp", "--gpus-per-host", "1", "--min-hosts", "2", "--max-restarts", "3",
+            "--", "example:ddp", "--steps", "60", "--sleep", "0.15",
+        )  # fmt: skip
+        assert launched.returncode == 0, launched.stderr
+        job_id = launched.stdout.strip()
+        at_20 = re.compile(r"rank \d step 20/")
+        wait_for(lambda: bool(at_20.search(output(cluster, "node2", 2, job_id))), timeout=120)
+        faulty = captures / "next.csv"
+        shutil.copyfile(CAPTURES / "csv_h200-faults_query-gpu.csv", faulty)
+        faulty.chmod(0o644)
+        os.replace(faulty, captures / f"cap-{cluster.host('node2').user}_query-gpu.csv")
+        record = wait_over(cluster, job_id)
+        assert record["state"] == "succeeded", record
+        assert record["hosts_now"] == ["node0", "node1"], record
+        [down] = record["scale_downs"]
+        assert down["host"] == "node2", down
+        assert "drained: GPU 0: 2 uncorrectable ECC error(s)" in down["cause"], down
+        assert "row remap pending" in down["cause"], down
+        mine = (job_dir(cluster, "node2", job_id) / "events.node2.jsonl").read_text()
+        assert '"event": "drained"' in mine, mine
+        told = [e for e in events(cluster, "node0", job_id) if e["event"] == "host-drained"]
+        assert [e["peer"] for e in told] == ["node2"], told
+        text = output(cluster, "node0", 0, job_id) + output(cluster, "node1", 1, job_id)
+        assert len(re.findall(r"rank \d params_checksum=", text)) == 2, text[-3000:]
+        [job] = jobs_json(tmp_path, cluster.inventory_path)
+        assert job["state"] == "succeeded" and job["hosts_now"] == ["node0", "node1"], job
+        assert_nothing_left(cluster)
+    finally:
+        shutil.rmtree(captures, ignore_errors=True)

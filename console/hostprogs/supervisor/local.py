@@ -165,6 +165,16 @@ class SvLocal:
         self.sessions = set(self.groups)  # each process's group leads its own session
         self._signal(signal.SIGTERM)
 
+    def kill(self) -> None:
+        """KILL every process of the job here at once, as a crash would (a drain: a
+        torchrun agent that gets TERM closes the whole job's rendezvous on its way out)."""
+        now = time.time()
+        self.term_at = self.term_at or now
+        self.kill_at = None
+        self.groups = set(job_pgids(self.job_dir, list(self.procs)).values())
+        self.sessions = set(self.groups)
+        self._signal(signal.SIGKILL)
+
     def tick(self) -> None:
         if self.kill_at is not None and time.time() >= self.kill_at:
             self.kill_at = None

@@ -130,6 +130,7 @@ class SvPeers:
     def capture(self) -> None: ...
     def local_progress(self) -> float | None: ...
     def from_follower_restart(self, host: str, message: dict[str, Any]) -> None: ...  # restart
+    def from_follower_drained(self, host: str, message: dict[str, Any]) -> None: ...  # drain
 
     def accept(self) -> None:
         assert self.listener is not None
@@ -255,6 +256,8 @@ class SvPeers:
             self.feed_end(peer.host, dict(message.get("end") or {}))
         elif kind == "restarted":
             self.from_follower_restart(peer.host, message)
+        elif kind == "drained":
+            self.from_follower_drained(peer.host, message)  # drain.py
         elif kind == "beat":
             if isinstance(message.get("progress"), (int, float)):
                 self.progress[peer.host] = float(message["progress"])

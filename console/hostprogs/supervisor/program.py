@@ -47,6 +47,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
         tighten,
         write_atomic,
     )
+    from console.hostprogs.supervisor.drain import SvDrain
     from console.hostprogs.supervisor.elastic import SvElastic
     from console.hostprogs.supervisor.hang import SvHangWatch, sv_hang_api
     from console.hostprogs.supervisor.local import (
@@ -67,7 +68,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     from console.hostprogs.supervisor.wire import WireGuard
 
 
-class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvPeers):
+class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
     """The loop: local processes, peers, policy, state file (see the module doc)."""
 
     def __init__(self, job_dir: str, host: str | None = None) -> None:
@@ -135,6 +136,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvPeers):
         self.notifier = SvNotifier(cfg if self.is_leader else {}, job_dir, self.event)
         self.hang_told = False
         self.init_elastic()  # after the policy and peers' state: --min-hosts
+        self.init_drain()
 
     # -- records -------------------------------------------------------------------------
 
@@ -248,6 +250,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvPeers):
             self.beat()
             self.check_silence()
             self.check_membership()
+            self.check_drain()
             self.check_hang()
             self.gpu_sample()
             if self.hang is not None and not self.hang_told:

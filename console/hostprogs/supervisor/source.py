@@ -27,6 +27,7 @@ PARTS = (
     "supervisor/restart.py",
     "supervisor/peers.py",
     "supervisor/elastic.py",
+    "supervisor/drain.py",
     "supervisor/hang.py",
     "supervisor/notify.py",
     "supervisor/program.py",
