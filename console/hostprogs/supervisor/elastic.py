@@ -49,7 +49,8 @@ def sv_process_table() -> dict[int, tuple[int, int]]:
 def sv_torchrun_round(group: int) -> tuple[int, int] | None:
     """(restart count, agents in the round) of the newest round among the workers of the
     torchrun in process group ``group`` (its children: workers lead sessions of their
-    own), read from their environment; None while none runs."""
+    own), read from their environment; None while none runs. The count is this agent's
+    (a restart for a membership change does not add to it), not a round number."""
     table = sv_process_table()
     agents = {pid for pid, (_parent, pgid) in table.items() if pgid == group}
     best = None
@@ -119,9 +120,9 @@ class SvElastic:
                     self.unsupervised.pop(host, None)
                     self.silent(
                         host,
-                        f"host lost: its supervisor's connection closed, and torchrun's round "
-                        f"{self.last_round[0]} went on with {agents} of "
-                        f"{len(self.policy.hosts)} hosts without it",
+                        f"host lost: its supervisor's connection closed, and torchrun's "
+                        f"next round went on with {agents} of {len(self.policy.hosts)} hosts "
+                        "without it",
                     )
         self.tell_scale_downs()
 
