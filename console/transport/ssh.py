@@ -1,8 +1,9 @@
-"""One host over SSH (asyncssh): connect, stay connected, run and start commands.
+"""One host over SSH (asyncssh): connect, stay connected, measure the latency.
 
 The connection is kept by a background task: connect (bounded by the pool's
 semaphore), wait until it drops, reconnect with exponential backoff and jitter. Every
-outcome is a :class:`HostStatus`; nothing here raises into other hosts' work.
+outcome is a :class:`HostStatus`; nothing here raises into other hosts' work. Running
+and starting commands over it is the base class's part (``ssh_commands.py``).
 """
 
 from __future__ import annotations
@@ -12,31 +13,17 @@ import contextlib
 import os
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncssh
 
-from console.errors import CommandTimeout, HostUnavailable, TransportError
 from console.inventory import Host
-from console.transport.base import (
-    Command,
-    CommandResult,
-    HostConnection,
-    HostState,
-    HostStatus,
-    RemoteProcess,
-    with_env,
-)
+from console.transport.base import HostState, HostStatus
 from console.transport.connect_errors import describe_connect_error
 from console.transport.connect_options import cipher_preference, known_hosts_file
-from console.transport.sessions import (
-    SESSION_WAIT_S,
-    SESSIONS_PER_CONNECTION,
-    SessionLimiter,
-    SessionSlot,
-)
-from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
+from console.transport.sessions import SESSION_WAIT_S, SESSIONS_PER_CONNECTION, SessionLimiter
+from console.transport.ssh_commands import SshCommands
 
 KEEPALIVE_COUNT_MAX = 3
 
@@ -48,7 +35,6 @@ AUTH_RETRY_S = 60.0
 CONNECT_GRACE_S = 0.5
 # The OpenSSH keepalive request (what ServerAliveInterval sends): every server answers it.
 KEEPALIVE_REQUEST = b"keepalive@openssh.com"
-LOOPBACK = "127.0.0.1"  # where forwarded ports listen: this machine only
 
 StatusListener = Callable[[HostStatus], None]
 
@@ -73,7 +59,7 @@ class _Client(asyncssh.SSHClient):
             self.lost_reason = str(exc) or type(exc).__name__
 
 
-class SshConnection(HostConnection):
+class SshConnection(SshCommands):
     """One host's asyncssh connection, kept up by :meth:`maintain` (see the module doc)."""
 
     def __init__(
@@ -276,135 +262,3 @@ class SshConnection(HostConnection):
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-
-    # -- commands ------------------------------------------------------------------------
-
-    def _require(self) -> asyncssh.SSHClientConnection:
-        if self._status.state is not HostState.UP or self._conn is None:
-            s = self._status
-            raise HostUnavailable(self.host.name, s.state.value, s.reason or "not connected")
-        return self._conn
-
-    async def forward_local_port(
-        self, listen_port: int, dest_host: str, dest_port: int
-    ) -> asyncssh.SSHListener:
-        """``ssh -L 127.0.0.1:listen_port:dest_host:dest_port`` over this connection
-        (direct-tcpip channels: not sessions, so not counted against MaxSessions). The
-        listener closes with the connection."""
-        conn = self._require()
-        try:
-            return await conn.forward_local_port(LOOPBACK, listen_port, dest_host, dest_port)
-        except OSError as exc:
-            raise TransportError(
-                f"cannot listen on {LOOPBACK}:{listen_port}: {exc.strerror or exc}"
-            ) from exc
-        except asyncssh.Error as exc:
-            raise TransportError(f"{self.host.name}: port forwarding refused: {exc}") from exc
-
-    def _unavailable(
-        self, exc: BaseException, conn: asyncssh.SSHClientConnection
-    ) -> TransportError:
-        if (
-            isinstance(exc, asyncssh.ChannelOpenError)
-            and self._status.state is HostState.UP
-            and not conn.is_closed()
-        ):
-            # The connection is fine; sshd refused one more session (MaxSessions). A
-            # channel still opening when the connection dies (keepalive timeout) fails
-            # with ChannelOpenError too, before maintain() marks the host down: that
-            # one is the host being unavailable.
-            return TransportError(
-                f"{self.host.name}: sshd refused a new session ({exc.reason}); "
-                "too many channels open on this connection (sshd MaxSessions)"
-            )
-        reason = str(exc) or type(exc).__name__
-        return HostUnavailable(self.host.name, HostState.DOWN.value, f"connection lost: {reason}")
-
-    async def run(
-        self,
-        command: Command,
-        *,
-        timeout: float | None = 30.0,
-        input: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        self._require()
-        line = with_env(command, env)
-        slot = await self.sessions.acquire(line)
-        try:
-            return await self._run(line, timeout, input)
-        finally:
-            slot.release()
-
-    async def _run(self, line: str, timeout: float | None, input: str | None) -> CommandResult:
-        conn = self._require()  # again: the host may have gone while this waited in line
-        started = time.monotonic()
-        try:
-            process = await conn.create_process(line, encoding="utf-8", errors="replace")
-        except (asyncssh.Error, OSError) as exc:
-            raise self._unavailable(exc, conn) from exc
-        try:
-            if input:
-                process.stdin.write(input)
-            process.stdin.write_eof()
-            stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
-        except TimeoutError:
-            kill(process)
-            raise CommandTimeout(self.host.name, line, timeout or 0.0) from None
-        except (asyncssh.Error, OSError) as exc:
-            process.close()
-            raise self._unavailable(exc, conn) from exc
-        except BaseException:
-            kill(process)  # cancelled by the caller: do not leave the command behind
-            raise
-        self.touch()
-        exit_status = exit_code(process)
-        if exit_status is None:
-            # Neither exit-status nor exit-signal: the connection went away.
-            raise HostUnavailable(self.host.name, "down", "connection lost while running")
-        return CommandResult(exit_status, stdout or "", stderr or "", time.monotonic() - started)
-
-    async def start(
-        self, command: Command, *, env: Mapping[str, str] | None = None
-    ) -> RemoteProcess:
-        process = await self._open(with_env(command, env), binary=False)
-        return SshRemoteProcess(self, process)
-
-    async def start_bytes(
-        self, command: Command, *, env: Mapping[str, str] | None = None
-    ) -> RemoteProcess:
-        process = await self._open(with_env(command, env), binary=True)
-        remote = SshRemoteProcess(self, process)
-        remote._binary = True
-        return remote
-
-    async def _open(self, line: str, *, binary: bool) -> asyncssh.SSHClientProcess[Any]:
-        """A started command holding one session until its channel closes (it exits,
-        its reader closes it, or the connection drops)."""
-        self._require()
-        slot = await self.sessions.acquire(line)
-        try:
-            conn = self._require()  # again: the host may have gone while this waited
-            try:
-                if binary:
-                    process = await conn.create_process(line, encoding=None)
-                else:
-                    process = await conn.create_process(line, encoding="utf-8", errors="replace")
-            except (asyncssh.Error, OSError) as exc:
-                raise self._unavailable(exc, conn) from exc
-        except BaseException:
-            slot.release()
-            raise
-        releaser = asyncio.create_task(self._release_when_closed(process, slot))
-        self._releasers.add(releaser)
-        releaser.add_done_callback(self._releasers.discard)
-        return process
-
-    @staticmethod
-    async def _release_when_closed(
-        process: asyncssh.SSHClientProcess[Any], slot: SessionSlot
-    ) -> None:
-        try:
-            await process.channel.wait_closed()
-        finally:
-            slot.release()
