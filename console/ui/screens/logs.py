@@ -6,7 +6,8 @@ A worker follows the job's files on its hosts and puts batches in an inbox; the 
 takes everything waiting at once. The store keeps the last N lines per rank; the view
 renders at most ``settings.log_view_lines`` of them (everything stays on the hosts').
 Parts: widgets ``steps_table``, ``logs_summary``, ``log_view``; screen ``choose_ranks``;
-``logs_ticks`` (lines held for the view under a firehose), ``logs_panels`` (steps, summary).
+``logs_ticks`` (lines held for the view under a firehose), ``logs_panels`` (steps, summary);
+its base ``logs_search`` (search, filter, follow, first error: what the view is rebuilt to).
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Header, Input
 
 from console.jobs.models import JobPlan
 from console.jobs.private import write_private
-from console.logs.buffer import Gap, LogStore, Shown, compile_search
-from console.logs.models import LineRuns, LogBatch, LogLine, RankKey, rank_key
+from console.logs.buffer import Gap, LogStore, Shown
+from console.logs.models import LineRuns, LogBatch, LogLine, RankKey
 from console.ui.inbox import Inbox
 from console.ui.log_render import plain_lines, prefix_width, render_lines
 from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.screens.choose_ranks import ChooseRanks
 from console.ui.screens.curves import CURVES_BINDING, CurvesScreen
 from console.ui.screens.logs_panels import LogsPanels
+from console.ui.screens.logs_search import LogsSearch
 from console.ui.screens.logs_ticks import HeldLines
 from console.ui.services import Services
 from console.ui.widgets.keys_footer import KeysFooter
@@ -53,7 +54,7 @@ class LogBatchesArrived(Message):
     """Log batches wait in the logs screen's inbox."""
 
 
-class LogsScreen(Screen[None]):
+class LogsScreen(LogsSearch):
     # The logs are a screen on top of the jobs screen: q, Esc and j go back to it (q would
     # otherwise quit the app, j would find the jobs mode already current and stay here).
     BINDINGS = [
@@ -242,43 +243,6 @@ class LogsScreen(Screen[None]):
             self.matches = [m - cut for m in self.matches if m >= cut]
         self.view.add(items, scroll_end=True)
 
-    def rebuild(self, focus_seq: int | None = None) -> None:
-        """Show the view again from the store (ranks, search, filter mode, wrap): the
-        newest ``view_lines`` items, or a window around line number ``focus_seq``. Only
-        those are taken from the store and only the rows on screen are rendered."""
-        items: list[LogLine | Shown | Gap]
-        focus: int | None = None
-        self.held.restart()
-        if self.filter_mode and self.search is not None:
-            limit = self.view_lines
-            found = self.store.filtered(self.search, self.context_lines, self.ranks, limit)
-            items = list(found[-limit:])
-        elif focus_seq is not None:
-            before = self.view_lines // 4
-            after = self.view_lines - before
-            window, focus, _ = self.store.window(focus_seq, before, after, self.ranks)
-            items = list(window)
-        else:
-            items = list(self.store.tail(self.view_lines, self.ranks))
-        self.shown = items
-        self.focus_index = focus
-        self.matches = []
-        if self.search is not None:
-            for i, item in enumerate(self.shown):
-                line = item.line if isinstance(item, Shown) else item
-                if isinstance(line, LogLine) and self.search.search(line.text):
-                    self.matches.append(i)
-        view = self.view
-        self._show(self.shown)
-        if focus is not None:
-            self._scroll_view_to(focus)
-        elif self.following:
-            view.scroll_end(animate=False, immediate=True)
-
-    def _scroll_view_to(self, index: int) -> None:
-        view = self.view
-        view.scroll_to(y=max(0, view.row_of(index) - 3), animate=False, immediate=True)
-
     def shown_text(self) -> list[str]:
         """What the view shows as plain lines, as ``distconsole logs`` prints them (lines
         held for the next tick included)."""
@@ -335,71 +299,6 @@ class LogsScreen(Screen[None]):
         # The rank the view is narrowed to (r) opens at once; otherwise the chooser asks.
         one = self.ranks[0] if self.ranks is not None and len(self.ranks) == 1 else None
         RankShell(self, self.services, self.shell_runner).choose(self.plan, one)
-
-    def action_search(self) -> None:
-        box = self.query_one("#log-search", Input)
-        box.add_class("-open")
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id != "log-search":
-            return
-        self.set_search(event.value)
-        event.input.remove_class("-open")
-        self.view.focus()
-
-    def set_search(self, pattern: str) -> None:
-        if not pattern.strip():
-            self.search, self.filter_mode = None, False
-            self.rebuild()
-            self._summary()
-            return
-        try:
-            self.search = compile_search(pattern)
-        except ValueError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        self.rebuild()
-        self.match_at = -1
-        self.action_next_match()
-        self._summary()
-
-    def action_next_match(self) -> None:
-        if not self.matches:
-            if self.search is not None:
-                self.notify("no line matches", severity="warning", timeout=2)
-            return
-        self.match_at = (self.match_at + 1) % len(self.matches)
-        self.following = False  # stay on the match while new lines arrive
-        self._scroll_view_to(self.matches[self.match_at])
-        self._summary()
-
-    def action_filter_mode(self) -> None:
-        if self.search is None:
-            self.notify("search first (/), then m shows only matching lines", timeout=3)
-            return
-        self.filter_mode = not self.filter_mode
-        self.rebuild()
-        self._summary()
-
-    def action_follow(self) -> None:
-        self.following = not self.following
-        if self.following:
-            self.rebuild()
-        self._summary()
-
-    def action_first_error(self) -> None:
-        error = self.store.first_error
-        if error is None:
-            self.notify("no error line so far", timeout=2)
-            return
-        self.filter_mode = False
-        if self.ranks is not None and rank_key(error) not in self.ranks:
-            self.ranks = None
-        self.following = False
-        self.rebuild(focus_seq=self.store.first_error_seq)
-        self.error_index = self.focus_index
-        self._summary()
 
     def action_wrap(self) -> None:
         self.view.wrap = not self.view.wrap
