@@ -2,7 +2,9 @@
 ``launch --kind ray`` forms a 2-node Ray cluster (head on node0 at 127.0.0.10, a node on
 node1 at 127.0.0.11), the bundled driver pins tasks to both nodes, and every way a job
 ends (the driver succeeds, fails, or the job is stopped) leaves no Ray process of either
-host's user (psutil). One Ray cluster start costs ~10-20 s here, so the tests are few."""
+host's user (psutil), and ``distconsole report`` of a Ray job holds the head. One Ray
+cluster start costs ~10-20 s here, so the tests are few, and the tests that only read a
+succeeded job (its output, its logs, its report) share one (``succeeded``)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from sshd_cluster import SshdCluster
+from sshd_cluster import SshdCluster, unavailable_reason
 
 from console.jobs.plan import ray as plan_ray
 
@@ -86,9 +90,34 @@ def launch(tmp_path: Path, cluster: SshdCluster, *args: str) -> subprocess.Compl
     )  # fmt: skip
 
 
-def test_ray_driver_runs_tasks_on_both_nodes(sshd_cluster, tmp_path) -> None:
-    cluster = sshd_cluster(n=2)
-    result = launch(tmp_path, cluster, "--name", "ray-both", "--", "example:ray", "--steps", "3")
+@dataclass
+class Succeeded:
+    cluster: SshdCluster
+    data: Path  # the launching console's tmp_path (its DISTCONSOLE_DATA_DIR is data/data)
+    result: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def succeeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Succeeded]:
+    """One Ray job on two real sshd hosts whose driver succeeds, launched once for the
+    tests that only read it; its hosts and Ray's temp dirs go after the module."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    data = tmp_path_factory.mktemp("ray-succeeded")
+    cluster = SshdCluster(data / "sshd-cluster-0", 2)
+    try:
+        result = launch(data, cluster, "--name", "ray-both", "--", "example:ray", "--steps", "3")
+        yield Succeeded(cluster, data, result)
+    finally:
+        listed = dc(data, "jobs", str(cluster.inventory_path), "--json")
+        for job in json.loads(listed.stdout or "[]") if listed.returncode == 0 else []:
+            remove_temp_dirs(cluster, job["id"])
+        cluster.close()
+
+
+def test_ray_driver_runs_tasks_on_both_nodes(succeeded: Succeeded) -> None:
+    cluster, tmp_path, result = succeeded.cluster, succeeded.data, succeeded.result
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
     assert "succeeded" in result.stderr
     job = job_state(tmp_path, cluster)
@@ -107,7 +136,37 @@ def test_ray_driver_runs_tasks_on_both_nodes(sshd_cluster, tmp_path) -> None:
     raylet_hosts = {x["host"] for x in lines if x["role"] == "raylet"}
     assert raylet_hosts == {"node0", "node1"}, raylet_hosts
     assert_no_ray_left(cluster)
-    remove_temp_dirs(cluster, job["id"])
+
+
+RAY_LOGS = "ray-tmp/session_latest/logs"
+
+
+def test_report_of_a_ray_job_holds_the_head(succeeded: Succeeded, tmp_path: Path) -> None:
+    """The head host's process is the driver's script, which also runs ``ray start
+    --head``: the bundle must hold the head's own Ray logs (GCS server, dashboard,
+    autoscaler monitor, the workers' output), not only its raylet's, and the summary must
+    name the head among the processes (issue 23 item 11)."""
+    cluster, result = succeeded.cluster, succeeded.result
+    assert result.returncode == 0, result.stderr[-3000:]
+    job = job_state(succeeded.data, cluster)
+    out = tmp_path / "bundle"
+    report = dc(succeeded.data, "report", str(cluster.inventory_path), job["id"], "--out", str(out))
+    assert report.returncode == 0, report.stderr[-3000:]
+    print(report.stdout)
+    head = out / "hosts/node0" / RAY_LOGS
+    node = out / "hosts/node1" / RAY_LOGS
+    # The head's own Ray processes: GCS server, dashboard, the autoscaler's monitor.
+    for name in ("gcs_server.out", "dashboard.log", "monitor.log", "raylet.out"):
+        assert (head / name).is_file(), sorted(p.name for p in head.iterdir())
+    # The workers' output on both nodes (the tasks ran on both; log_to_driver or not).
+    for logs in (head, node):
+        assert any(logs.glob("worker-*.out")), sorted(p.name for p in logs.iterdir())
+    assert (node / "raylet.out").is_file()
+    assert not (node / "gcs_server.out").exists()  # only the head runs a GCS
+    # The summary names the head (`ray start --head`, run inside driver-0's script).
+    summary = (out / "summary.txt").read_text()
+    assert "node0 raynode-0 (Ray head" in summary, summary
+    assert f"hosts/node0/{RAY_LOGS}/" in summary, summary
 
 
 def test_stop_of_a_running_ray_job_leaves_no_ray_process(sshd_cluster, tmp_path) -> None:
