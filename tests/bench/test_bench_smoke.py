@@ -25,7 +25,7 @@ RUNS = {
     "cluster_ui": (["--hosts", "2", "--duration", "2", "--repeat", "1"], "first frame"),
     "launch": (["--hosts", "2", "--repeat", "1"], "ratio"),
     "sampler_start": (["--repeat", "1", "--duration", "1"], "1st sample"),
-    "sampler_health": (["--duration", "2"], "cpu ms/sample"),
+    "sampler_health": (["--duration", "1"], "cpu ms/sample"),
     "gpus_cli": (["--hosts", "1", "--repeat", "1", "--demo", "2"], "wall ratio"),
     "gpus_cli --timeline": (["--hosts", "1", "--repeat", "1", "--timeline", "1"], "sample read"),
     "sync": (["--size-mb", "2", "--small-files", "20", "--large-files", "1"], "ratio"),
