@@ -393,6 +393,14 @@ def test_a_detached_jobs_host_killed_with_a_fin_reads_lost_and_the_job_ends(
     job_id = launch_loops(tmp_path, cluster)
     leader_file = job_dir(cluster, "node0", job_id) / "supervisor.json"
     wait_for(lambda: read_json(leader_file).get("state") == "running")
+    # node1's supervisor must have met the leader: killed before, it reads "never
+    # connected" (a start that failed), not a connection lost.
+    wait_for(
+        lambda: any(
+            e["event"] == "peer-connected" and e.get("peer") == "node1"
+            for e in events(cluster, "node0", job_id)
+        )
+    )
     cluster.stop("node1")
     wait_for(lambda: "node1" in (read_json(leader_file).get("unsupervised") or {}))
     [job] = jobs_json(tmp_path / "fresh", cluster.inventory_path)
