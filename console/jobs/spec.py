@@ -84,6 +84,7 @@ CLI_OPTION: dict[str, str] = {
     "max_restarts": "--max-restarts",
     "checkpoint_dir": "--checkpoint-dir",
     "min_hosts": "--min-hosts",
+    "horovod_elastic": "--horovod-elastic",
 }
 
 
@@ -138,6 +139,9 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     # Elastic membership (ddp): the job goes on while at least this many hosts remain
     # (torchrun --nnodes M:N); None: the leader host's min_hosts in hosts.yaml, else off.
     min_hosts: int | None = None
+    # The program uses hvd.elastic: horovod restarts through Horovod elastic
+    # (console/jobs/plan/horovod_elastic.py) instead of re-running horovodrun whole.
+    horovod_elastic: bool = False
 
     @field_validator("program")
     @classmethod
@@ -296,6 +300,19 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
                 "min_hosts",
                 "applies to --kind ddp only (torchrun's elastic membership), "
                 f"not {self.kind.value}",
+            )
+        if self.horovod_elastic and self.kind is not JobKind.HOROVOD:
+            raise _FieldProblem(
+                "horovod_elastic", f"applies to --kind horovod only, not {self.kind.value}"
+            )
+        if self.horovod_elastic and self.horovod_launcher != "gloo":
+            raise _FieldProblem(
+                "horovod_elastic",
+                "needs --horovod-launcher gloo: horovodrun --mpi has no elastic mode",
+            )
+        if self.horovod_elastic and self.max_restarts == 0:
+            raise _FieldProblem(
+                "horovod_elastic", "needs --max-restarts N of at least 1 (Horovod's resets)"
             )
         if self.min_hosts is not None and self.max_restarts == 0:
             raise _FieldProblem(

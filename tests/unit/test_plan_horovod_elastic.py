@@ -7,6 +7,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from console.commands.parts.job_options import naming_options
+from console.errors import JobSpecError
 from console.inventory import Host, Inventory
 from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
@@ -18,7 +22,7 @@ ELASTIC = {"DISTCONSOLE_HOROVOD_ELASTIC": "1"}
 def elastic_plan(**extra: object):  # type: ignore[no-untyped-def]
     fields: dict[str, object] = {
         "kind": "horovod", "program": "example:horovod", "gpus_per_host": 2,
-        "max_restarts": 2, "env": ELASTIC, "interface": "eth0",
+        "max_restarts": 2, "horovod_elastic": True, "interface": "eth0",
     }  # fmt: skip
     fields.update(extra)
     return plan(make_spec(**fields), inventory(), job_id=JOB)
@@ -73,13 +77,33 @@ def test_elastic_rank_wrapper_finds_its_host_by_name_and_counts_starts() -> None
 
 
 def test_not_elastic_without_the_switch_restarts_or_gloo() -> None:
-    cases: list[dict[str, object]] = [{"env": {}}, {"max_restarts": 0}, {"horovod_launcher": "mpi"}]
-    for extra in cases:
-        p = elastic_plan(**extra)
-        launch = p.launches[0]
+    # The env var asks as the switch does (for hosts.yaml's env); without either, or
+    # with restarts from the inventory at 0: horovodrun re-run whole.
+    env_asked = elastic_plan(horovod_elastic=False, env=ELASTIC).launches[0]
+    assert env_asked.role == "horovodrun"
+    p = elastic_plan(horovod_elastic=False)
+    launch = p.launches[0]
+    assert launch.role == "launcher" and "-H" in launch.argv
+    assert "--host-discovery-script" not in " ".join(launch.argv)
+    assert any("re-run horovodrun whole" in n and "--horovod-elastic" in n for n in p.notes)
+    env_only = {"horovod_elastic": False, "env": ELASTIC}
+    for extra in ({"max_restarts": 0, **env_only}, {"horovod_launcher": "mpi", **env_only}):
+        launch = elastic_plan(**extra).launches[0]
         assert launch.role == "launcher" and "-H" in launch.argv, extra
-        assert "--host-discovery-script" not in " ".join(launch.argv)
-    assert any("re-run horovodrun whole" in n for n in elastic_plan(env={}).notes)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"kind": "ddp", "program": "example:ddp"}, "applies to --kind horovod only"),
+        ({"horovod_launcher": "mpi"}, "needs --horovod-launcher gloo"),
+        ({"max_restarts": 0}, "needs --max-restarts"),
+    ],
+)
+def test_the_switch_is_refused_where_it_cannot_apply(extra: dict[str, object], says: str) -> None:
+    with pytest.raises(JobSpecError) as caught, naming_options():
+        elastic_plan(**extra)
+    assert caught.value.field == "--horovod-elastic" and says in caught.value.detail
 
 
 def test_a_single_host_needs_every_slot() -> None:

@@ -139,6 +139,15 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "survive (default: the leader host's min_hosts, else off)",
     )
     parser.add_argument(
+        "--horovod-elastic",
+        action="store_true",
+        default=None,
+        help="horovod: the program uses hvd.elastic; restarts go through Horovod elastic "
+        "(horovodrun --host-discovery-script, --min-np/--max-np): a failed rank's host "
+        "leaves for a moment and every rank goes on from its last commit. Needs "
+        "--max-restarts of at least 1 and the gloo launcher",
+    )
+    parser.add_argument(
         "--checkpoint-dir",
         metavar="DIR",
         help="DISTCONSOLE_CHECKPOINT_DIR for every process, e.g. on shared storage "
@@ -202,6 +211,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "max_restarts": getattr(args, "max_restarts", None),
         "checkpoint_dir": getattr(args, "checkpoint_dir", None),
         "min_hosts": getattr(args, "min_hosts", None),
+        "horovod_elastic": getattr(args, "horovod_elastic", None),
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)

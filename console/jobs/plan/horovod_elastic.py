@@ -1,8 +1,8 @@
 """Horovod elastic: a horovod job's restarts through Horovod's own driver.
 
 When is a job elastic? When the user says the program uses ``hvd.elastic``:
-``DISTCONSOLE_HOROVOD_ELASTIC=1`` in the job's environment (``--env``, or the leader
-host's ``env`` in hosts.yaml), with
+``--horovod-elastic``, or ``DISTCONSOLE_HOROVOD_ELASTIC=1`` in the job's environment
+(``--env``, the form's Environment, or the leader host's ``env`` in hosts.yaml), with
 
 - ``--max-restarts R`` of at least 1, and
 - the Gloo launcher (``--horovod-launcher gloo``, the default): horovodrun's elastic
@@ -59,7 +59,7 @@ COOLDOWN_S = (1, 2)
 ELASTIC_TIMEOUT_S = 300
 
 NOTE = (
-    f"restarts through Horovod elastic ({ELASTIC_VAR}=1): a failed rank's host leaves the "
+    "restarts through Horovod elastic (--horovod-elastic): a failed rank's host leaves the "
     "job for its cooldown (2 s) and its worker is started again; every rank goes on from "
     "the last committed state"
 )
@@ -81,7 +81,10 @@ for entry in sys.argv[2:]:
 
 
 def asked(p: Placement) -> bool:
-    """The job's environment says the program uses hvd.elastic (see the module doc)."""
+    """The user says the program uses hvd.elastic: ``--horovod-elastic``, or
+    ``DISTCONSOLE_HOROVOD_ELASTIC=1`` in the job's env or the leader host's (hosts.yaml)."""
+    if p.spec.horovod_elastic:
+        return True
     value = p.spec.env.get(ELASTIC_VAR, p.first.host.env.get(ELASTIC_VAR, ""))
     return value.strip().lower() in ("1", "true", "yes")
 
@@ -103,7 +106,7 @@ def why_not(p: Placement) -> str | None:
     if spec.kind is not JobKind.HOROVOD or not max_restarts(p) or uses_elastic(p):
         return None
     if not asked(p):
-        reason = f"--env {ELASTIC_VAR}=1 says the program uses hvd.elastic"
+        reason = "--horovod-elastic says the program uses hvd.elastic"
     else:
         reason = "horovodrun --mpi has no elastic mode; use --horovod-launcher gloo"
     return f"restarts re-run horovodrun whole (Horovod elastic: {reason})"
