@@ -410,6 +410,7 @@ async def test_demo_hosts_simulate_gpus_busy_with_real_job_processes() -> None:
                     monitor,
                     lambda vs: (
                         vs["node0"].sample is not None
+                        and vs["node1"].sample is not None  # its first, under load, later
                         and any(g.processes for g in vs["node0"].sample.gpus)
                     ),
                     timeout=20,
