@@ -129,17 +129,30 @@ def plan_hosts(plan: JobPlan) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def job_hosts(hosts: tuple[str, ...], view: dict[str, Any] | None) -> list[str]:
+    """The job's hosts, not its spares (--spare-hosts: planned, but outside the job
+    until one joins)."""
+    spares = {str(h) for h in (view or {}).get("spare_hosts") or ()}
+    return [h for h in hosts if h not in spares]
+
+
 def hosts_now(hosts: tuple[str, ...], view: dict[str, Any] | None) -> list[str]:
-    """The job's hosts less those its supervisors took out (a scale-down, --min-hosts)."""
+    """The job's hosts less those its supervisors took out (a scale-down, --min-hosts),
+    with the spares that joined (--spare-hosts)."""
     downs = (view or {}).get("scale_downs") or ()
     gone = {str(down.get("host")) for down in downs if isinstance(down, dict)}
-    return [h for h in hosts if h not in gone]
+    joins = (view or {}).get("joins") or ()
+    joined = {str(j.get("host")) for j in joins if isinstance(j, dict)}
+    spares = set(hosts) - set(job_hosts(hosts, view))
+    return [h for h in hosts if h not in gone and (h not in spares or h in joined)]
 
 
 def membership(hosts: tuple[str, ...], view: dict[str, Any] | None) -> str:
-    """``3 of 4 hosts`` once a scale-down took some out, else ``""``."""
+    """``3 of 4 hosts`` once a scale-down took some out (or a spare joined), else ``""``."""
     now = hosts_now(hosts, view)
-    return f"{len(now)} of {len(hosts)} hosts" if len(now) < len(hosts) else ""
+    total = len(job_hosts(hosts, view))
+    changed = len(now) < total or bool((view or {}).get("joins"))
+    return f"{len(now)} of {total} hosts" if changed else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +192,7 @@ class JobRecord:
             "restarts": int(view.get("restarts") or 0),  # --max-restarts: restarts done
             # Elastic membership (--min-hosts): the hosts in the job now, of how many.
             "hosts_now": hosts_now(self.hosts, view),
-            "hosts_total": len(self.hosts),
+            "hosts_total": len(job_hosts(self.hosts, view)),
         }
 
 

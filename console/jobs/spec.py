@@ -84,6 +84,7 @@ CLI_OPTION: dict[str, str] = {
     "max_restarts": "--max-restarts",
     "checkpoint_dir": "--checkpoint-dir",
     "min_hosts": "--min-hosts",
+    "spare_hosts": "--spare-hosts",
     "horovod_elastic": "--horovod-elastic",
 }
 
@@ -139,6 +140,8 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     # Elastic membership (ddp): the job goes on while at least this many hosts remain
     # (torchrun --nnodes M:N); None: the leader host's min_hosts in hosts.yaml, else off.
     min_hosts: int | None = None
+    # ddp elastic: hosts whose torchrun agent waits to replace a lost host (scale up).
+    spare_hosts: tuple[str, ...] = ()
     # The program uses hvd.elastic: horovod restarts through Horovod elastic
     # (console/jobs/plan/horovod_elastic.py) instead of re-running horovodrun whole.
     horovod_elastic: bool = False
@@ -166,7 +169,7 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
                 raise ValueError("arguments must not contain NUL characters")
         return value
 
-    @field_validator("hosts", "tags")
+    @field_validator("hosts", "tags", "spare_hosts")
     @classmethod
     def _names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         cleaned = tuple(v.strip() for v in value)
@@ -320,6 +323,13 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
                 "needs --max-restarts N of at least 1: torchrun takes a lost host as a "
                 "restart of the survivors (each scale-down uses one)",
             )
+        if self.spare_hosts and (self.kind is not JobKind.DDP or self.max_restarts == 0):
+            raise _FieldProblem(
+                "spare_hosts", "applies to --kind ddp with --min-hosts and --max-restarts only"
+            )
+        if set(self.spare_hosts) & set(self.hosts):
+            shared = ", ".join(h for h in self.spare_hosts if h in self.hosts)
+            raise _FieldProblem("spare_hosts", f"{shared} is already one of the job's --hosts")
         return self
 
     @property

@@ -226,3 +226,138 @@ def test_a_drained_host_is_a_scale_down_with_its_finding() -> None:
     policy.feed(HostSilent("node1", "drained: GPU 0: row remapping failed", 10.0))
     assert policy.verdict is None and policy.hosts_now == ["node0", "node2"]
     assert policy.scale_downs[0]["cause"] == "drained: GPU 0: row remapping failed"
+
+
+# --spare-hosts: a spare's torchrun agent waits in torch's rendezvous to replace a host.
+
+SPARE = PolicyProcess("node3", "torchrun-3", "torchrun", ())
+
+
+def with_spare() -> JobPolicy:
+    policy = elastic(2)
+    policy.processes.append(SPARE)
+    policy.spare_hosts = ["node3"]
+    return policy
+
+
+def test_a_spare_that_joins_replaces_the_lost_host_in_the_membership() -> None:
+    policy = with_spare()
+    assert policy.hosts == ["node0", "node1", "node2"] and policy.hosts_now == policy.hosts
+    assert policy.feed(HostSilent("node2", "connection lost", 10.0)) is False
+    assert policy.hosts_now == ["node0", "node1"]
+    assert policy.spare_joined("node3", 12.0) is True
+    assert policy.spare_joined("node3", 13.0) is False  # told once
+    assert policy.hosts_now == ["node0", "node1", "node3"]
+    assert policy.joins == [{"host": "node3", "at": 12.0, "hosts_now": policy.hosts_now}]
+    for name in ("node0", "node1", "node3"):
+        policy.feed(ProcessEnded(name, f"torchrun-{name[-1]}", 0, 30.0))
+    assert policy.over and policy.state == "succeeded"
+
+
+def test_a_waiting_spare_is_no_failure_and_the_job_ends_without_waiting_for_it() -> None:
+    policy = with_spare()
+    assert policy.feed(ProcessEnded("node0", "torchrun-0", 0, 30.0)) is False
+    assert policy.feed(ProcessEnded("node1", "torchrun-1", 0, 30.0)) is False
+    # The last job process ended: the verdict, and the stop of the waiting spare.
+    assert policy.feed(ProcessEnded("node2", "torchrun-2", 0, 30.0)) is True
+    assert policy.verdict == "succeeded" and not policy.over
+    # Its agent ends as the rendezvous closes or the stop reaches it: still a success.
+    assert policy.feed(ProcessEnded("node3", "torchrun-3", 1, 31.0)) is False
+    assert policy.over and policy.state == "succeeded" and policy.first_failure is None
+
+
+def test_a_waiting_spare_that_fails_or_goes_silent_does_not_touch_the_job() -> None:
+    policy = with_spare()
+    assert policy.feed(ProcessEnded("node3", "torchrun-3", 1, 5.0)) is False
+    assert policy.verdict is None and policy.first_failure is None
+    other = with_spare()
+    assert other.feed(HostSilent("node3", "connection lost", 5.0)) is False
+    assert other.verdict is None and not other.scale_downs
+    assert other.hosts_now == ["node0", "node1", "node2"]
+
+
+def test_a_joined_spare_is_a_host_of_the_job_like_the_others() -> None:
+    policy = with_spare()
+    policy.feed(HostSilent("node2", "connection lost", 10.0))
+    policy.spare_joined("node3", 12.0)
+    assert policy.feed(ProcessEnded("node3", "torchrun-3", 1, 20.0)) is True
+    assert policy.state == "failed" and policy.first_failure is not None
+    assert policy.first_failure.host == "node3"
+
+
+def test_spare_hosts_plan_a_gated_agent_of_the_same_rendezvous(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.yaml"
+    path.write_text(INVENTORY + "  - {name: d, address: 10.0.0.4}\n")
+    spec = make_spec(
+        kind="ddp", program="t.py", master_port=29400, max_restarts=2, min_hosts=2,
+        spare_hosts=("d",),
+    )  # fmt: skip
+    planned = plan(spec, load(path), job_id="j-1")
+    assert [la.host for la in planned.launches] == ["a", "b", "c", "d"]
+    assert planned.world_size == 3 and [la.ranks for la in planned.launches][3] == ()
+    spare = planned.launches[3].argv
+    assert spare[:2] == ("bash", "-c") and spare[4].endswith("/j-1/spare-go.d")
+    pairs = dict(itertools.pairwise(spare))
+    assert pairs["--nnodes"] == "2:3" and pairs["--local-addr"] == "10.0.0.4"
+    assert pairs["--rdzv-endpoint"] == "10.0.0.1:29400"
+    assert pairs["--rdzv-conf"].startswith("is_host=0,")
+    assert "d" in planned.job_dirs
+    assert any("spare hosts: d" in note for note in planned.notes)
+    # The gate runs the agent once its file exists (a ~/ path is the home's).
+    gate = tmp_path / "gate"
+    argv = ["bash", "-c", spare[2], "x", str(gate), "echo", "started"]
+    waiting = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    time.sleep(0.7)
+    assert waiting.poll() is None
+    gate.write_text("go\n")
+    assert waiting.communicate(timeout=5)[0] == "started\n"
+    home = subprocess.run(
+        ["bash", "-c", spare[2], "x", "~/gate", "echo", "home"],
+        env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=5,
+    )  # fmt: skip
+    assert home.stdout == "home\n"
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"kind": "mpi", "min_hosts": None}, "applies to --kind ddp"),
+        ({"max_restarts": 0, "min_hosts": None}, "applies to --kind ddp with --min-hosts"),
+        ({"hosts": ("a", "b", "d")}, "d is already one of the job's --hosts"),
+        ({"spare_hosts": ("d", "d")}, "listed twice"),
+    ],
+)
+def test_bad_spare_hosts_errors_name_the_option(fields: dict[str, object], words: str) -> None:
+    values: dict[str, object] = {
+        "kind": "ddp", "program": "t.py", "min_hosts": 2, "max_restarts": 1,
+        "spare_hosts": ("d",), **fields,
+    }  # fmt: skip
+    with pytest.raises(JobSpecError) as caught, naming_options():
+        make_spec(**values)
+    assert caught.value.field == "--spare-hosts" and words in str(caught.value)
+
+
+def test_spare_hosts_must_be_known_and_need_min_hosts(inventory: Inventory) -> None:
+    spec = make_spec(kind="ddp", program="t.py", max_restarts=1, min_hosts=2, spare_hosts=("zz",))
+    with pytest.raises(JobSpecError, match="no host named zz"):
+        plan(spec, inventory, job_id="j")
+    spec = make_spec(kind="ddp", program="t.py", max_restarts=1, spare_hosts=("c",))
+    with pytest.raises(PlanError, match="--spare-hosts needs --min-hosts"):
+        plan(spec, inventory, job_id="j")
+    # Without --hosts the job's hosts are the others.
+    spec = make_spec(kind="ddp", program="t.py", max_restarts=1, min_hosts=1, spare_hosts=("c",))
+    planned = plan(spec, inventory, job_id="j")
+    assert [la.host for la in planned.launches] == ["a", "b", "c"]
+    assert dict(itertools.pairwise(planned.launches[0].argv))["--nnodes"] == "1:2"
+
+
+def test_membership_counts_a_spare_only_once_it_joined() -> None:
+    hosts = ("node0", "node1", "node2", "node3")
+    waiting = {"spare_hosts": ["node3"], "scale_downs": [], "joins": []}
+    assert hosts_now(hosts, waiting) == ["node0", "node1", "node2"]
+    assert membership(hosts, waiting) == ""
+    down = {**waiting, "scale_downs": [{"host": "node2"}]}
+    assert membership(hosts, down) == "2 of 3 hosts"
+    replaced = {**down, "joins": [{"host": "node3", "at": 1.0}]}
+    assert hosts_now(hosts, replaced) == ["node0", "node1", "node3"]
+    assert membership(hosts, replaced) == "3 of 3 hosts"

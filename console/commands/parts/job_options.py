@@ -139,6 +139,13 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "survive (default: the leader host's min_hosts, else off)",
     )
     parser.add_argument(
+        "--spare-hosts",
+        metavar="A,B",
+        help="ddp with --min-hosts: hosts (not the job's) whose torchrun agent starts at "
+        "launch and waits, holding no GPU work, to replace a lost host (torchrun's "
+        "rendezvous takes it in: the job scales up again)",
+    )
+    parser.add_argument(
         "--horovod-elastic",
         action="store_true",
         default=None,
@@ -215,6 +222,8 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)
+    if getattr(args, "spare_hosts", None):
+        fields["spare_hosts"] = tuple(args.spare_hosts.split(","))
     fields.update({k: v for k, v in optional.items() if v is not None})
     with naming_options():
         fields["env"] = parse_env(args.env)

@@ -131,6 +131,8 @@ class SvPeers:
     def local_progress(self) -> float | None: ...
     def from_follower_restart(self, host: str, message: dict[str, Any]) -> None: ...  # restart
     def from_follower_drained(self, host: str, message: dict[str, Any]) -> None: ...  # drain
+    def from_spare_joined(self, host: str) -> None: ...  # elastic
+    def spare_go(self) -> None: ...  # elastic
 
     def accept(self) -> None:
         assert self.listener is not None
@@ -258,6 +260,8 @@ class SvPeers:
             self.from_follower_restart(peer.host, message)
         elif kind == "drained":
             self.from_follower_drained(peer.host, message)  # drain.py
+        elif kind == "spare-joined":
+            self.from_spare_joined(peer.host)  # elastic.py
         elif kind == "beat":
             if isinstance(message.get("progress"), (int, float)):
                 self.progress[peer.host] = float(message["progress"])
@@ -288,6 +292,8 @@ class SvPeers:
                 self.local.stop(float(self.cfg.get("grace", 10.0)))
         elif kind == "capture":
             self.capture()
+        elif kind == "spare-go":
+            self.spare_go()  # elastic.py: the first round formed, a spare's agent may start
 
     def beat(self) -> None:
         progress = self.local_progress()

@@ -8,7 +8,10 @@ someone asked for (the job ends stopped, not failed), and restarts: a failed pro
 job restarts in place (``--max-restarts``: MPI's launcher, a PS worker) is not an end
 (``restart``), and restarts done by an engine itself (torchrun's) are counted
 (``note_restart``); with ``min_hosts`` (ddp's elastic membership) a lost host is a
-scale-down while that many hosts remain, not a failure. It does no I/O and knows no
+scale-down while that many hosts remain, not a failure; ``spare_hosts`` (ddp
+``--spare-hosts``) wait outside the job until one joins (``spare_joined``): a waiting
+spare's end is never a failure, and the job is decided without waiting for it (the stop
+it orders ends it). It does no I/O and knows no
 backend: the host supervisor (``supervisor.py``, which this file is a part of on a host)
 and the console (``console/jobs/ssh/watch.py``, for a job no supervisor watches) feed it.
 
@@ -146,6 +149,8 @@ class JobPolicy:
     min_hosts: int = 0  # elastic (ddp --min-hosts): a lost host above it is a scale-down
     master_host: str = ""  # the host whose loss is always fatal (the rendezvous)
     scale_downs: list[dict[str, Any]] = field(default_factory=list)  # host, cause, at, ...
+    spare_hosts: list[str] = field(default_factory=list)  # ddp --spare-hosts, in plan order
+    joins: list[dict[str, Any]] = field(default_factory=list)  # spares that joined: host, at
 
     def restart(self, report: ProcessEnded) -> int:
         """0: feed ``report`` as an end. N > 0: the process failed, may be restarted in
@@ -184,18 +189,35 @@ class JobPolicy:
 
     @property
     def hosts(self) -> list[str]:
-        """The job's hosts, in plan order."""
+        """The job's hosts, in plan order (not its spares)."""
         found: list[str] = []
         for proc in self.processes:
-            if proc.host not in found:
+            if proc.host not in found and proc.host not in self.spare_hosts:
                 found.append(proc.host)
         return found
 
     @property
+    def joined(self) -> list[str]:
+        return [str(j["host"]) for j in self.joins]
+
+    @property
     def hosts_now(self) -> list[str]:
-        """The hosts still in the job: all but those a scale-down took out."""
+        """The hosts in the job now: its hosts and the spares that joined, but those a
+        scale-down took out."""
         gone = {str(down["host"]) for down in self.scale_downs}
-        return [h for h in self.hosts if h not in gone]
+        return [h for h in (*self.hosts, *self.joined) if h not in gone]
+
+    def waiting_spare(self, host: str) -> bool:
+        """A spare host that has not joined the job (its agent waits, or ended waiting)."""
+        return host in self.spare_hosts and host not in self.joined
+
+    def spare_joined(self, host: str, at: float) -> bool:
+        """A spare's agent joined a round (its workers run). True when that is news."""
+        if not self.waiting_spare(host) or self.verdict is not None:
+            return False
+        self.joins.append({"host": host, "at": at})
+        self.joins[-1]["hosts_now"] = list(self.hosts_now)
+        return True
 
     def process(self, host: str, name: str) -> PolicyProcess | None:
         for proc in self.processes:
@@ -206,6 +228,11 @@ class JobPolicy:
     @property
     def all_ended(self) -> bool:
         return all(p.key in self.ended for p in self.processes)
+
+    @property
+    def job_ended(self) -> bool:
+        """Every process ended but those of spares still waiting (nobody waits for them)."""
+        return all(p.key in self.ended or self.waiting_spare(p.host) for p in self.processes)
 
     @property
     def over(self) -> bool:
@@ -249,7 +276,7 @@ class JobPolicy:
         if proc is None or proc.key in self.ended:
             return False
         self.ended[proc.key] = report
-        failed = report.exit_code != 0
+        failed = report.exit_code != 0 and not self.waiting_spare(proc.host)
         if failed and not report.stop_requested and self._is_cause(report):
             self.first_failure = self._failure(proc, report)
         if self.verdict is not None:
@@ -261,9 +288,17 @@ class JobPolicy:
         if self.kind == "ps" and self.first_failure is None and self._finishers_done():
             # Parameter servers never exit on their own once training is over.
             return self._decide(SUCCEEDED, report.at)
+        return self._settle(report.at)
+
+    def _settle(self, at: float) -> bool:
+        """Every process ended (but waiting spares'): the verdict, and the spares' stop."""
+        if not self.job_ended:
+            return False
+        verdict = FAILED if self.first_failure is not None else SUCCEEDED
         if self.all_ended:
-            self.verdict = FAILED if self.first_failure is not None else SUCCEEDED
-        return False
+            self.verdict = verdict
+            return False
+        return self._decide(verdict, at)  # only spares wait: they are stopped
 
     def _is_cause(self, report: ProcessEnded) -> bool:
         """The first failure seen, or one reported later that ended before it and before
@@ -298,12 +333,12 @@ class JobPolicy:
         for proc in lost:
             # Out of sight for good: they count as ended, so the job can be over.
             self.ended[proc.key] = ProcessEnded(proc.host, proc.name, None, report.at)
-        if not lost or self.verdict is not None:
-            return False
+        if not lost or self.verdict is not None or self.waiting_spare(report.host):
+            return False  # a waiting spare lost: one replacement less, nothing else
         reason = report.reason
         if self.min_hosts:
             if self._scale_down(report):
-                return False
+                return self._settle(report.at)
             left = len(self.hosts_now) - 1
             reason += (
                 f"; the first host, {report.host}, holds the rendezvous"
@@ -335,8 +370,6 @@ class JobPolicy:
                 "hosts_total": len(self.hosts),
             }
         )
-        if self.all_ended:  # the survivors had already ended
-            self.verdict = FAILED if self.first_failure is not None else SUCCEEDED
         return True
 
     @staticmethod

@@ -23,14 +23,28 @@ agent stays a participant of the last round until its keep-alive expires
 ``last_call_timeout`` (30 s) for more agents once M have joined: 46 s from a lost host
 to the survivors' first step here. :data:`ELASTIC_RDZV_CONF` cuts both (see its
 comment); the rendezvous endpoint is the first host's agent, so that host must survive.
+
+``--spare-hosts`` (with ``--min-hosts``) uses torch's own replacement: each spare host
+runs a torchrun agent with the same rendezvous (``--nnodes M:N``, N the job's hosts). An
+agent that arrives when a round already holds N agents waits in the rendezvous'
+redundancy list (no join timeout there, keep-alive beats only); when a participant
+leaves (a lost host's keep-alive expires) it moves to the wait list, the survivors'
+agents restart their workers for it and the next round takes it in. When the job ends
+the agents close the rendezvous and a waiting agent exits (the supervisors stop it too).
+So that no spare takes a job host's place in the first round, the spare's agent starts
+only once its supervisor writes its gate file (``spare-go.HOST``), which the leader's
+supervisor asks for once its own workers run (the first round is complete).
+A spare's launch has no ranks: that is how the supervisors tell it (elastic.py).
 """
 
 from __future__ import annotations
 
+from console.errors import PlanError
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
 from console.jobs.plan.placement import (
     DEFAULT_PYTHON,
+    PlacedHost,
     Placement,
     checkpoint_env,
     distconsole_env,
@@ -56,6 +70,12 @@ ELASTIC_RDZV_CONF = (
     "keep_alive_interval=1",
     "keep_alive_max_attempt=5",
 )
+# A spare's agent waits for its gate file (its supervisor writes it), then runs torchrun.
+SPARE_GATE = (
+    'g=$1; shift; case $g in "~/"*) g=$HOME/${g#"~/"};; esac; '
+    'while [ ! -e "$g" ]; do sleep 0.5; done; exec "$@"'
+)
+SPARE_GATE_FILE = "spare-go"  # + ".HOST" in the spare's job directory (supervisor/elastic.py)
 FLIGHT_RECORDER_ENTRIES = 2000  # collectives kept per rank (PyTorch's default is 0: off)
 
 
@@ -76,10 +96,15 @@ def script_argv(program: str, example: str | None, job_dir: str) -> tuple[str, .
 
 
 def rendezvous_args(
-    p: Placement, node_rank: int, restarts: int, elastic: bool = False
+    p: Placement,
+    node_rank: int,
+    restarts: int,
+    elastic: bool = False,
+    local: PlacedHost | None = None,
 ) -> tuple[str, ...]:
     """Static (fixed node ranks) without restarts; c10d with them, tuned for losing
-    hosts when elastic (see the module doc)."""
+    hosts when elastic (see the module doc). ``local``: the agent's host when it is
+    not ``p.hosts[node_rank]`` (a spare)."""
     master = p.first
     if not restarts:
         return (
@@ -100,7 +125,7 @@ def rendezvous_args(
         "--rdzv-conf",
         ",".join((f"is_host={1 if node_rank == 0 else 0}", *(ELASTIC_RDZV_CONF * elastic))),
         "--local-addr",
-        p.hosts[node_rank].address,
+        (local or p.hosts[node_rank]).address,
         "--max-restarts",
         str(restarts),
     )
@@ -122,16 +147,28 @@ def plan_ddp(p: Placement) -> JobPlan:
     master = p.first
     restarts = max_restarts(p)
     floor = min_hosts(p, restarts)
+    if p.spares and not floor:
+        raise PlanError(
+            "--spare-hosts needs --min-hosts M: a spare replaces a lost host of an elastic "
+            "job (torchrun --nnodes M:N)"
+        )
     launches: list[RankLaunch] = []
     first_rank = 0
-    for node_rank, ph in enumerate(p.hosts):
+    agents = [(ph, False) for ph in p.hosts] + [(ph, True) for ph in p.spares]
+    for node_rank, (ph, spare) in enumerate(agents):
+        gate = (
+            ("bash", "-c", SPARE_GATE, "distconsole-spare", spare_gate(ph.job_dir, ph.name))
+            if spare
+            else ()
+        )
         argv = (
+            *gate,
             *torchrun_command(ph.host.python),
             "--nnodes",
             f"{floor}:{nnodes}" if floor else str(nnodes),
             "--nproc-per-node",
             str(ph.slots),
-            *rendezvous_args(p, node_rank, restarts, bool(floor)),
+            *rendezvous_args(p, node_rank, restarts, bool(floor), ph),
             "--log-dir",
             # With restarts, one folder per host (NAME: torchrun-N): hosts that share a
             # home share the job directory, and the supervisors count their own attempts.
@@ -182,10 +219,11 @@ def plan_ddp(p: Placement) -> JobPlan:
                 env=job_env(ph, spec, defaults=defaults, fixed=fixed),
                 cwd=ph.cwd,
                 log_paths=logs,
-                ranks=tuple(range(first_rank, first_rank + ph.slots)),
+                # A spare's ranks are the rendezvous' choice once it joins: none planned.
+                ranks=() if spare else tuple(range(first_rank, first_rank + ph.slots)),
             )
         )
-        first_rank += ph.slots
+        first_rank += 0 if spare else ph.slots
     return JobPlan(
         job_id=p.job_id,
         name=spec.display_name,
@@ -200,8 +238,23 @@ def plan_ddp(p: Placement) -> JobPlan:
         steps_dropped=dropped,
         hosts_involved=tuple(h.name for h in p.hosts),
         warnings=p.warnings,
-        uploads=example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts)),
+        uploads=example_uploads(spec, ((h.name, h.job_dir) for h in (*p.hosts, *p.spares))),
         fail_fast=spec.fail_fast,
         max_restarts=restarts,
         min_hosts=floor,
+        notes=spare_notes(p),
+    )
+
+
+def spare_gate(job_dir: str, host: str) -> str:
+    return f"{job_dir}/{SPARE_GATE_FILE}.{host}"
+
+
+def spare_notes(p: Placement) -> tuple[str, ...]:
+    if not p.spares:
+        return ()
+    names = ", ".join(h.name for h in p.spares)
+    return (
+        f"spare hosts: {names} (a torchrun agent each, started once the first round "
+        f"formed, waiting in the rendezvous without GPU work to replace a lost host)",
     )

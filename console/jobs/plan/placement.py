@@ -54,6 +54,7 @@ class Placement:
     master_port: int
     warnings: tuple[str, ...]
     notes: tuple[str, ...] = ()  # JobPlan.notes
+    spares: tuple[PlacedHost, ...] = ()  # ddp --spare-hosts: wait to replace a lost host
 
     @property
     def first(self) -> PlacedHost:
@@ -65,7 +66,7 @@ class Placement:
 
     @property
     def job_dirs(self) -> dict[str, str]:
-        return {h.name: h.job_dir for h in self.hosts}
+        return {h.name: h.job_dir for h in (*self.hosts, *self.spares)}
 
 
 def reachable_address(host: Host) -> str:
@@ -108,28 +109,14 @@ def select_hosts(spec: JobSpec, inventory: Inventory) -> tuple[Host, ...]:
 
 def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
     chosen = select_hosts(spec, inventory)
+    if spec.spare_hosts and not spec.hosts:  # all hosts (of the tags) but the spares
+        chosen = tuple(h for h in chosen if h.name not in spec.spare_hosts)
+        if not chosen:
+            raise JobSpecError("spare_hosts", "every selected host is a spare")
     warnings: list[str] = []
     placed: list[PlacedHost] = []
     for host in chosen:
-        if spec.gpus_per_host is not None:
-            slots = spec.gpus_per_host
-            if isinstance(host.gpus, int) and slots > host.gpus:
-                warnings.append(
-                    f"{host.name}: {slots} slots requested but the inventory lists {host.gpus} GPUs"
-                )
-        else:
-            slots = host.gpus if isinstance(host.gpus, int) and host.gpus > 0 else 1
-        jdir = paths.job_dir(host.work_dir, job_id)
-        placed.append(
-            PlacedHost(
-                host=host,
-                slots=slots,
-                job_dir=jdir,
-                cwd=spec.workdir or host.work_dir,
-                address=reachable_address(host),
-                interface=spec.interface or host.interface,
-            )
-        )
+        placed.append(placed_host(spec, host, job_id, warnings))
     if len(placed) > 1 and is_loopback(placed[0].address):
         remote = [p.name for p in placed[1:] if not is_loopback(p.address)]
         if remote:
@@ -141,7 +128,44 @@ def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
     if spec.net != "auto":  # not a problem: says in `plan` what the preset sets
         notes.append(describe_preset(spec.net, placed[0].interface, spec.ib_hca))
     port = spec.master_port if spec.master_port is not None else default_port(job_id)
-    return Placement(spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes))
+    spares = tuple(
+        placed_host(spec, host, job_id, warnings) for host in select_spares(spec, inventory, chosen)
+    )
+    return Placement(spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes), spares)
+
+
+def placed_host(spec: JobSpec, host: Host, job_id: str, warnings: list[str]) -> PlacedHost:
+    if spec.gpus_per_host is not None:
+        slots = spec.gpus_per_host
+        if isinstance(host.gpus, int) and slots > host.gpus:
+            warnings.append(
+                f"{host.name}: {slots} slots requested but the inventory lists {host.gpus} GPUs"
+            )
+    else:
+        slots = host.gpus if isinstance(host.gpus, int) and host.gpus > 0 else 1
+    return PlacedHost(
+        host=host,
+        slots=slots,
+        job_dir=paths.job_dir(host.work_dir, job_id),
+        cwd=spec.workdir or host.work_dir,
+        address=reachable_address(host),
+        interface=spec.interface or host.interface,
+    )
+
+
+def select_spares(
+    spec: JobSpec, inventory: Inventory, chosen: tuple[Host, ...]
+) -> tuple[Host, ...]:
+    """--spare-hosts: inventory hosts, none of them one of the job's (without --hosts
+    the job's are the selected hosts but the spares)."""
+    by_name = {h.name: h for h in inventory.hosts}
+    unknown = [n for n in spec.spare_hosts if n not in by_name]
+    if unknown:
+        raise JobSpecError("spare_hosts", f"no host named {', '.join(unknown)} in {inventory.path}")
+    taken = [n for n in spec.spare_hosts if n in {h.name for h in chosen}]
+    if taken:
+        raise JobSpecError("spare_hosts", f"{', '.join(taken)} is already one of the job's hosts")
+    return tuple(by_name[n] for n in spec.spare_hosts)
 
 
 def step_split(total_steps: int | None, world_size: int) -> tuple[int | None, int | None]:

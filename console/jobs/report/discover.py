@@ -246,6 +246,9 @@ class DiscoveredJob:
             "last_restart": truth.get("last_restart"),
             # Elastic membership (--min-hosts): the leader's scale-downs, each with its cause.
             "scale_downs": [d for d in truth.get("scale_downs") or () if isinstance(d, dict)],
+            # --spare-hosts: planned spares, and those that joined (history.hosts_now).
+            "spare_hosts": [str(h) for h in truth.get("spare_hosts") or ()],
+            "joins": [j for j in truth.get("joins") or () if isinstance(j, dict)],
         }
 
 
