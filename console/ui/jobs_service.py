@@ -14,7 +14,7 @@ import contextlib
 import functools
 import shlex
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,12 +89,22 @@ class JobRow:
 def row_of_job(job: Job) -> JobRow:
     failure = job.failure.describe() if job.failure else ""
     restarts = max((getattr(r, "restarts", 0) for r in job.supervisors.values()), default=0)
-    downs = [{"host": h} for r in job.supervisors.values() for h in getattr(r, "scale_downs", ())]
     return JobRow(
         job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
         job.hosts, job.plan.world_size, failure, restarts=restarts,
-        membership=membership(job.hosts, {"scale_downs": downs}),
+        membership=membership(job.hosts, membership_view(job.supervisors.values())),
     )  # fmt: skip
+
+
+def membership_view(records: Iterable[Any]) -> dict[str, Any]:
+    """The supervisors' records (the leader's holds them) as ``history.membership`` reads
+    a host view: scale-downs, spares and the spares that joined."""
+    records = list(records)
+    return {
+        "scale_downs": [{"host": h} for r in records for h in getattr(r, "scale_downs", ())],
+        "spare_hosts": [h for r in records for h in getattr(r, "spare_hosts", ())],
+        "joins": [{"host": h} for r in records for h in getattr(r, "joins", ())],
+    }
 
 
 REPORT_HINT = " (r: report)"  # the jobs screen's key; summary.txt has no keys

@@ -48,3 +48,22 @@ def test_the_line_under_a_job_names_each_scale_down_and_its_cause() -> None:
     [line] = host_view_lines(view)
     assert line.startswith("scaled down at ")
     assert line.endswith(": c left (drained: GPU 0: row remapping failed); 2 of 3 hosts went on")
+
+
+def test_the_live_jobs_row_counts_a_spare_once_it_joined() -> None:
+    """The console's own job (its supervisors' records): node2 lost, spare node3 joined."""
+    from console.jobs.history import membership
+    from console.jobs.ssh.jobctl_reports import SupervisorRecord
+    from console.ui.jobs_service import membership_view
+
+    hosts = ("node0", "node1", "node2", "node3")
+    leader: dict[str, Any] = {"host": "node0", "leader": True, "spare_hosts": ["node3"]}
+    waiting = SupervisorRecord.from_json(leader)
+    assert membership(hosts, membership_view([waiting])) == ""  # 3 hosts, the spare waits
+    leader["scale_downs"] = [{"host": "node2", "cause": "host lost"}]
+    lost = SupervisorRecord.from_json(leader)
+    assert membership(hosts, membership_view([lost])) == "2 of 3 hosts"
+    leader["joins"] = [{"host": "node3", "at": 1.0}]
+    joined = SupervisorRecord.from_json(leader)
+    assert joined.spare_hosts == ("node3",) and joined.joins == ("node3",)
+    assert membership(hosts, membership_view([joined])) == "3 of 3 hosts"

@@ -102,6 +102,8 @@ class SupervisorRecord:
     unsupervised: tuple[str, ...] = ()
     restarts: int = 0  # --max-restarts: the restarts the leader counted
     scale_downs: tuple[str, ...] = ()  # --min-hosts: the hosts the leader took out
+    spare_hosts: tuple[str, ...] = ()  # --spare-hosts: planned, outside the job until joined
+    joins: tuple[str, ...] = ()  # the spares that joined
 
     @property
     def final(self) -> bool:
@@ -131,6 +133,8 @@ class SupervisorRecord:
             scale_downs=tuple(
                 str(d.get("host")) for d in raw.get("scale_downs") or () if isinstance(d, dict)
             ),
+            spare_hosts=tuple(str(h) for h in raw.get("spare_hosts") or ()),
+            joins=tuple(str(j.get("host")) for j in raw.get("joins") or () if isinstance(j, dict)),
         )
 
 
