@@ -117,6 +117,11 @@ def live_processes() -> list[tuple[int, int, str]]:
 
 def live_sessions() -> list[tuple[int, int, int, str]]:
     """(pid, pgid, session id, state) of every process except zombies."""
+    return [(pid, pgid, sid, state) for pid, _ppid, pgid, sid, state in live_stats()]
+
+
+def live_stats() -> list[tuple[int, int, int, int, str]]:
+    """(pid, parent pid, pgid, session id, state) of every process except zombies."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -127,7 +132,7 @@ def live_sessions() -> list[tuple[int, int, int, str]]:
         fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) < 4 or fields[0] in ("Z", "X"):
             continue
-        found.append((int(entry), int(fields[2]), int(fields[3]), fields[0]))
+        found.append((int(entry), int(fields[1]), int(fields[2]), int(fields[3]), fields[0]))
     return found
 
 

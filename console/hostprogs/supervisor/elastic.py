@@ -33,7 +33,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl.common import read_text
+    from console.hostprogs.jobctl.common import live_stats
 
 SV_SPARE_GATE = "spare-go"  # + ".HOST" in the job directory (jobs/plan/ddp.py)
 SV_ROUND_VARS = (b"GROUP_WORLD_SIZE=", b"TORCHELASTIC_RESTART_COUNT=")
@@ -41,17 +41,7 @@ SV_ROUND_VARS = (b"GROUP_WORLD_SIZE=", b"TORCHELASTIC_RESTART_COUNT=")
 
 def sv_process_table() -> dict[int, tuple[int, int]]:
     """pid -> (parent pid, process group) of every live process."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = read_text("/proc/" + entry + "/stat")
-        if not stat:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and fields[0] not in ("Z", "X"):
-            table[int(entry)] = (int(fields[1]), int(fields[2]))
-    return table
+    return {pid: (ppid, pgid) for pid, ppid, pgid, _sid, _state in live_stats()}
 
 
 def sv_torchrun_round(group: int) -> tuple[int, int] | None:
