@@ -8,29 +8,18 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 from sshd_cluster import SshdCluster
 
-from tests.integration.test_jobs_cli import assert_nothing_left, dc, jobs_json
+from tests.integration.test_jobs_cli import assert_nothing_left, dc
 from tests.integration.test_jobs_mpi import needs_horovodrun
-from tests.integration.test_restarts import launch, restarted
+from tests.integration.test_restarts import launch, restarted, wait_until_over
 from tests.integration.test_supervisor import job_dir
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 JOB_TIMEOUT_S = 90
-
-
-def wait_until_over(tmp_path: Path, cluster: SshdCluster) -> dict[str, Any]:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
-    while True:
-        [job] = jobs_json(tmp_path, cluster.inventory_path)
-        if job["state"] not in ("running", "starting") or time.monotonic() > deadline:
-            return job
-        time.sleep(1)
 
 
 def files(cluster: SshdCluster, job_id: str) -> str:
@@ -54,7 +43,7 @@ def test_horovod_elastic_restarts_a_crashed_rank_and_resumes(sshd_cluster, tmp_p
         "--", "example:horovod", "--steps", "30", "--crash-rank", "1", "--crash-at-step", "13",
         "--crash-once", "--sleep", "0.25",
     )  # fmt: skip
-    job = wait_until_over(tmp_path, cluster)
+    job = wait_until_over(tmp_path, cluster, JOB_TIMEOUT_S)
     took = time.monotonic() - started
     launcher = job_dir(cluster, "node0", job_id)
     log = (launcher / "horovodrun-0.err").read_text(errors="replace")[-4000:]

@@ -29,8 +29,10 @@ def launch(tmp_path: Path, cluster: SshdCluster, *options: str) -> str:
     return result.stdout.strip()
 
 
-def wait_until_over(tmp_path: Path, cluster: SshdCluster) -> dict[str, Any]:
-    deadline = time.monotonic() + JOB_TIMEOUT_S
+def wait_until_over(
+    tmp_path: Path, cluster: SshdCluster, timeout: float = JOB_TIMEOUT_S
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
     while True:
         [job] = jobs_json(tmp_path, cluster.inventory_path)
         if job["state"] not in ("running", "starting") or time.monotonic() > deadline:
