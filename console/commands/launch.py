@@ -29,7 +29,7 @@ from console.inventory import Inventory
 from console.jobs.backend import SshBackend
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
-from console.jobs.paths import exit_file, rank_done
+from console.jobs.paths import exit_file, rank_done, supervisor_states
 from console.jobs.plan.placement import select_hosts
 from console.jobs.preflight.health_gate import exclude_unhealthy
 from console.jobs.service import (
@@ -306,7 +306,13 @@ def follow_targets(plan: JobPlan) -> list[FollowTarget]:
                 where = remote_ops.host_job_dir(plan, log.host)
                 markers[log.host].append(rank_done(where, log.rank))
     return [
-        FollowTarget(plan.job_id, host, files=tuple(found), done_markers=tuple(markers[host]))
+        FollowTarget(
+            plan.job_id,
+            host,
+            files=tuple(found),
+            done_markers=tuple(markers[host]),
+            supervisor_states=supervisor_states(remote_ops.host_job_dir(plan, host), host),
+        )
         for host, found in files.items()
     ]
 

@@ -74,6 +74,10 @@ class Follower:
         self.from_end = bool(cfg.get("from_end", False))
         self.heartbeat = float(cfg.get("heartbeat", 2.0))
         self.done = [os.path.expanduser(p) for p in cfg.get("done", [])]
+        # The host's supervisor records a final state once every process of the job here
+        # has ended, also one KILLed before its wrapper could write its ``.exit`` file.
+        self.sv_states = [os.path.expanduser(p) for p in cfg.get("sv_states", [])]
+        self.sv_host = cfg.get("sv_host")
         self.dirs = cfg.get("dirs", [])
         self.files: dict[str, TrackedFile] = {}
         self.last_write = time.time()
@@ -274,7 +278,19 @@ class Follower:
     # -- main loop -------------------------------------------------------------------
 
     def writers_done(self) -> bool:
-        return bool(self.done) and all(os.path.exists(p) for p in self.done)
+        if self.done and all(os.path.exists(p) for p in self.done):
+            return True
+        return any(self._supervisor_ended(p) for p in self.sv_states)
+
+    def _supervisor_ended(self, path: str) -> bool:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            return False
+        if not isinstance(record, dict) or record.get("host") != self.sv_host:
+            return False  # a shared home: another host's supervisor
+        return record.get("state") not in (None, "running", "hung")
 
     def cycle(self, flush_tail: bool) -> bool:
         busy = False

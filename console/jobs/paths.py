@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 import time
 
+from console.hostprogs.jobctl.common import SUPERVISOR_STATE, supervisor_file
 from console.jobs.models import JOBS_SUBDIR
 from console.names import path_stem
 from console.transport.ship import shell_join as shell_join  # re-exported: paths' quoting
@@ -88,6 +89,16 @@ def ranks_dir(job_dir_path: str) -> str:
 def rank_dir(job_dir_path: str, rank: int | str) -> str:
     """One MPI/Horovod rank's output, on the host it runs on (``jobs/plan/mpi_ranks.py``)."""
     return f"{ranks_dir(job_dir_path)}/rank.{rank}"
+
+
+def supervisor_states(job_dir_path: str, host: str) -> tuple[str, ...]:
+    """Where ``host``'s supervisor may record its state: the leader's plain name or a
+    follower's with the host in it (``hostprogs/jobctl/common.py`` ``supervisor_file``);
+    the record's ``host`` says whose it is when hosts share the directory."""
+    return (
+        f"{job_dir_path}/{SUPERVISOR_STATE}",
+        f"{job_dir_path}/{supervisor_file(SUPERVISOR_STATE, host, leader=False)}",
+    )
 
 
 RANK_DONE = "done"  # in a rank_dir: written once the rank's stdout is closed

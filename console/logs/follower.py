@@ -53,6 +53,9 @@ class FollowTarget:
     files: tuple[FileContext, ...] = ()
     dirs: tuple[str, ...] = ()  # listed for files that appear later (job directory)
     done_markers: tuple[str, ...] = ()  # all present: the writers finished (``.exit`` files)
+    # Or this host's supervisor recorded a final state (``jobs.paths.supervisor_states``):
+    # a process KILLed with its wrapper leaves no ``.exit`` file.
+    supervisor_states: tuple[str, ...] = ()
     node_ranks: tuple[int, ...] = ()  # global ranks of this host's local ranks, for guessing
     patterns: tuple[str, ...] = ()  # file name globs for dirs; () = the follower's defaults
 
@@ -113,6 +116,8 @@ class HostLogFollower:
             # either has a cursor or appeared while we were away (read from 0).
             "from_end": not self.since_start and not self._started_once,
             "done": list(self.target.done_markers) if self.follow else [],
+            "sv_states": list(self.target.supervisor_states) if self.follow else [],
+            "sv_host": self.target.host,
             "heartbeat": HEARTBEAT_S,
         }
 

@@ -46,7 +46,9 @@ def targets_from_plan(plan: JobPlan, hosts: Iterable[str] | None = None) -> list
     for host, contexts in files.items():
         job_dir = plan.job_dirs.get(host)
         done: tuple[str, ...] = ()
+        states: tuple[str, ...] = ()
         if job_dir:
+            states = paths.supervisor_states(job_dir, host)
             done = tuple(
                 paths.exit_file(job_dir, paths.process_name(launch.role, launch.index))
                 for launch in launches.get(host, ())
@@ -60,6 +62,7 @@ def targets_from_plan(plan: JobPlan, hosts: Iterable[str] | None = None) -> list
                 host,
                 files=tuple(contexts),
                 done_markers=done,
+                supervisor_states=states,
                 node_ranks=node_ranks,
             )
         )

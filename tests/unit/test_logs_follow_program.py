@@ -238,6 +238,50 @@ def test_done_markers_flush_the_last_partial_line_and_end(tmp_path: Path) -> Non
     assert records[-1] == {"t": "end"}
 
 
+def test_a_supervisors_final_state_ends_a_follow_whose_exit_file_never_came(
+    tmp_path: Path,
+) -> None:
+    """A process KILLed with its wrapper writes no ``.exit``: the host's supervisor's
+    final record ends the follow. Another host's record (a shared home) or a running
+    one does not."""
+    log = tmp_path / "ps-0.out"
+    log.write_bytes(b"up\nTerminated")
+    leader = tmp_path / "supervisor.json"
+    mine = tmp_path / "supervisor.node1.json"
+    cfg = {
+        "files": [{"p": str(log), "o": 0}],
+        "done": [str(tmp_path / "ps-0.exit")],  # never written
+        "sv_states": [str(leader), str(mine)],
+        "sv_host": "node1",
+        "poll": 0.02,
+        "heartbeat": 0.2,
+    }
+    leader.write_text(json.dumps({"host": "node0", "state": "failed"}))
+    mine.write_text(json.dumps({"host": "node1", "state": "running"}))
+    proc = subprocess.Popen(
+        [sys.executable, "-u", "-", json.dumps(cfg)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(program_source().encode())
+    proc.stdin.close()
+    reader = FrameReader(proc.stdout)
+    seen: list[dict[str, Any]] = []
+    try:
+        while sum(r["t"] == "hb" for r in seen) < 2:  # still following
+            seen.append(reader.next())
+        assert proc.poll() is None
+        mine.write_text(json.dumps({"host": "node1", "state": "failed"}))
+        while not seen or seen[-1] != {"t": "end"}:
+            seen.append(reader.next())
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert b"".join(d for _s, _e, d in chunks(seen)) == log.read_bytes()
+
+
 def test_from_end_reports_where_it_starts(tmp_path: Path) -> None:
     log = tmp_path / "a.log"
     log.write_bytes(b"old\n" * 5)

@@ -7,7 +7,12 @@ host may be bash or a plain POSIX sh) and the job wrapper for real.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +140,40 @@ def test_job_wrapper_records_126_when_setup_fails(
     assert ("program-ran" in (job / "worker-0.out").read_text()) is ran
     if not ran:
         assert "the host setup line failed" in (job / "worker-0.err").read_text()
+
+
+def test_a_second_term_while_the_wrapper_records_the_status_still_leaves_the_exit_file(
+    tmp_path: Path,
+) -> None:
+    """Fail-fast's TERM, then a PS stop's TERM to the same group while the wrapper moves
+    its ``.exit`` file into place: the file must still appear (followers wait for it).
+    ``mv`` is made slow (a stand-in that sleeps, then runs the real one) to hold that
+    window open."""
+    plan, launch = _launch(tmp_path)
+    launch = dataclasses.replace(launch, argv=("sleep", "30"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    slow_mv = bin_dir / "mv"
+    slow_mv.write_text(f'#!/bin/sh\nsleep 1\nexec {shutil.which("mv")} "$@"\n')
+    slow_mv.chmod(0o755)
+    script = wrapper_script(
+        Host(name="node0", address="local"), plan.job_id, launch, plan.job_dirs["node0"]
+    )
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True)
+    out = tmp_path / "job" / "worker-0.out"
+    deadline = time.monotonic() + 10
+    while (
+        "sleep"
+        not in subprocess.run(
+            ["ps", "-o", "comm=", "-g", str(proc.pid)], capture_output=True, text=True
+        ).stdout
+    ):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGTERM)
+    time.sleep(0.4)  # the wrapper is in its slow mv now
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=10) == 143
+    assert (tmp_path / "job" / "worker-0.exit").read_text() == "143\n"
+    assert out.exists()

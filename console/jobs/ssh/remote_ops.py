@@ -150,6 +150,9 @@ def wrapper_script(host: Host, job_id: str, launch: RankLaunch, job_dir: str) ->
         # shell alive long enough to record the program's status.
         "trap 'distconsole_signalled=1' TERM INT HUP",
         "distconsole_finish() {",
+        # A second TERM (fail-fast, then a PS stop) must not kill the mv below half way:
+        # no .exit file would say the process ended. Ignored here, ignored by mv too.
+        "  trap '' TERM INT HUP",
         f"  umask {PRIVATE_UMASK:04o}",
         f'  printf "%s\\n" "$1" >{exit_tmp} && mv -f {exit_tmp} {exit_file}',
         '  exit "$1"',
