@@ -260,7 +260,12 @@ async def failure_health(runner: JobRunner, job: Job) -> list[str]:
     failure = job.failure
     if failure is None:
         return []
-    views = await read_views(runner.connections, list(job.hosts))
+    # A host that went away has no sample to give: asking would only wait out the read
+    # bound before the verdict is printed.
+    reachable = [
+        h for h in job.hosts if h not in job.lost_hosts and runner.connections[h].status.is_up
+    ]
+    views = await read_views(runner.connections, reachable)
     who = f"{failure.host} {failure.process}".strip()
     if failure.ranks:
         who += f" (rank {failure.ranks[0]})"
