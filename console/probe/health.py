@@ -9,7 +9,8 @@ sample, or whose nvidia-smi / NVML does not answer (another reader error warns).
 clocks slowed by the hardware (slowdown, thermal, power brake) or software thermal, a
 PCIe link narrower than its maximum (or slower under load), corrected ECC errors rising,
 uncorrectable ECC errors in the board's lifetime, a fan error, NVLink links down, hot,
-other Xids.
+other Xids. The fail rules (and the Xid names) are
+``console/hostprogs/sampler/health_rules.py``'s: a job supervisor's drain ships the same.
 """
 
 from __future__ import annotations
@@ -19,6 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from console.hostprogs.sampler.health_rules import (
+    CRITICAL_XIDS,
+    gpu_fail_reasons,
+    reader_hung,
+    xid_fails,
+    xid_words,
+)
 from console.probe.health_models import GpuHealth, HostHealth, XidEvent
 from console.probe.models import GpuSample, HostView
 
@@ -27,31 +35,6 @@ RANK: dict[str, int] = {"ok": 0, "warn": 1, "fail": 2}
 
 HOT_C = 85.0  # a GPU at or above this is "hot" (H100/H200 slow down from ~87 C)
 LOADED_PERCENT = 50.0  # PCIe gen below max only counts under load (idle links downshift)
-XID_FAIL_WINDOW_S = 3600.0  # a critical Xid fails its GPU this long; after that it warns
-
-# The common Xids, in words (NVIDIA's Xid catalogue).
-XID_NAMES: dict[int, str] = {
-    13: "graphics engine exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "preemptive cleanup",
-    48: "double-bit ECC error",
-    61: "internal micro-controller breakpoint",
-    62: "internal micro-controller halt",
-    63: "ECC page retirement or row remapping event",
-    64: "ECC page retirement or row remapping failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    140: "unrecovered ECC error",
-}
-# Xids that mean the GPU (not the application) is in trouble.
-CRITICAL_XIDS = frozenset({48, 61, 62, 64, 74, 79, 95, 119, 120, 140})
-
 # NVML clocks event reasons that mean something is wrong (not idle or power capping).
 CLOCK_EVENTS: tuple[tuple[int, str], ...] = (
     (0x08, "HW slowdown"),
@@ -90,11 +73,6 @@ class HealthEvent:
     text: str
 
 
-def xid_words(xid: int) -> str:
-    name = XID_NAMES.get(xid)
-    return f"Xid {xid} ({name})" if name else f"Xid {xid}"
-
-
 def clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
@@ -126,21 +104,13 @@ Found = tuple[State, str, str, float | None]  # state, key, reason, since (None:
 
 
 def _health_findings(h: GpuHealth, utilization: float | None) -> list[Found]:
-    out: list[Found] = []
-    if h.ecc_uncorrected_volatile:
-        n = h.ecc_uncorrected_volatile
-        out.append(("fail", "ecc", f"{n} uncorrectable ECC error(s) since the last reset", None))
-    elif h.ecc_uncorrected_aggregate:
+    # The fail rules are the hosts' too (a supervisor's drain): health_rules.py.
+    out: list[Found] = [
+        ("fail", k, why, None) for k, why in gpu_fail_reasons(lambda a: getattr(h, a))
+    ]
+    if not h.ecc_uncorrected_volatile and h.ecc_uncorrected_aggregate:
         n = h.ecc_uncorrected_aggregate
         out.append(("warn", "ecc-life", f"{n} uncorrectable ECC error(s) in its lifetime", None))
-    if h.remapped_rows_failure == "Yes":
-        out.append(("fail", "remap-failed", "row remapping failed", None))
-    if h.remapped_rows_pending == "Yes":
-        out.append(("fail", "remap", "row remap pending (reset the GPU)", None))
-    if h.retired_pages_pending == "Yes":
-        out.append(("fail", "retire", "retired pages pending (reset the GPU)", None))
-    if h.recovery_action:
-        out.append(("fail", "recovery", f"recovery action: {h.recovery_action}", None))
     slowed = [name for bit, name in CLOCK_EVENTS if (h.clock_events or 0) & bit]
     if slowed:
         out.append(("warn", "clocks", "clocks slowed: " + ", ".join(slowed), None))
@@ -162,10 +132,9 @@ def _health_findings(h: GpuHealth, utilization: float | None) -> list[Found]:
 def _xid_findings(xids: Iterable[XidEvent], now: float) -> list[Found]:
     out: list[Found] = []
     for x in xids:
-        recent = now - x.time < XID_FAIL_WINDOW_S
         # An Xid on a PCI address none of the host's GPUs has now only warns: the GPU
         # it named is not among those a job could be placed on.
-        critical = x.xid in CRITICAL_XIDS and recent and x.gpu is not None
+        critical = xid_fails(x.xid, x.time, now) and x.gpu is not None
         state: State = "fail" if critical else "warn"
         where = "" if x.gpu is not None or not x.pci else f" on PCI {x.pci}"
         out.append((state, f"xid-{x.xid}", f"{xid_words(x.xid)}{where} at {clock(x.time)}", x.time))
@@ -205,9 +174,9 @@ def _host_row(view: HostView, now: float, tracker: HealthTracker | None) -> GpuV
     if health is not None and health.error:
         # Not answering fails the host; another reader error (no driver loaded, "No
         # devices were found") warns with its words: the GPU figures say the rest.
-        hung = "not answering" in health.error
-        found.append(("fail" if hung else "warn", "hung", health.error, health.error_since))
-    elif s.gpu_error and "not answering" in s.gpu_error:
+        state: State = "fail" if reader_hung(health.error) else "warn"
+        found.append((state, "hung", health.error, health.error_since))
+    elif s.gpu_error and reader_hung(s.gpu_error):
         found.append(("fail", "hung", s.gpu_error, None))
     if view.stale:
         found.append(("warn", "stale", f"sampler silent ({view.reason or 'stale'})", None))

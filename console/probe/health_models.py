@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from console.hostprogs.sampler.health_rules import pci_key
 from console.hostprogs.sampler.schema import HEALTH_FIELDS, XID_FIELDS, names
 from console.probe import values
 
@@ -67,19 +68,6 @@ class HostHealth:
 
     def gpu(self, index: int) -> GpuHealth | None:
         return next((g for g in self.gpus if g.index == index), None)
-
-
-def pci_key(address: str | None) -> tuple[int, int, int] | None:
-    """(domain, bus, device) of "00000000:83:00.0" or "0000:83:00"; None when odd."""
-    if not address:
-        return None
-    parts = address.strip().lower().split(":")
-    if len(parts) != 3:
-        return None
-    try:
-        return int(parts[0], 16), int(parts[1], 16), int(parts[2].split(".")[0], 16)
-    except ValueError:
-        return None
 
 
 def _int(value: Any) -> int | None:

@@ -10,43 +10,11 @@ from __future__ import annotations
 
 import re
 
-_NOT_REPORTED = {
-    "",
-    "n/a",
-    "[n/a]",
-    "na",
-    "err!",
-    "[err!]",
-    "[not supported]",
-    "not supported",
-    "[unknown error]",
-    "unknown error",
-    "[gpu is lost]",
-    "gpu is lost",
-    "[function not found]",
-    "function not found",
-    "[insufficient permissions]",
-    "insufficient permissions",
-    "[requested functionality has been deprecated]",
-    "requested functionality has been deprecated",
-    "none",
-}
+# The placeholders are one list with the hosts' (a supervisor's drain reads nvidia-smi too).
+from console.hostprogs.sampler.health_rules import cell_text as text
 
 # A number optionally followed by a unit nvidia-smi uses ("52 %", "627.40 W", "31 C", "16x").
 _NUMBER = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(%|w|mib|gib|kib|mhz|c|x|kb/s|mv|ms|us)?$", re.I)
-
-
-def text(value: str | None) -> str | None:
-    """The value stripped, or None when nvidia-smi says it is not reported."""
-    if value is None:
-        return None
-    v = value.strip()
-    if v.lower() in _NOT_REPORTED:
-        return None
-    # Any other bracketed message ("[Unknown Error]" variants) is a placeholder too.
-    if v.startswith("[") and v.endswith("]"):
-        return None
-    return v
 
 
 def number(value: str | None) -> float | None:

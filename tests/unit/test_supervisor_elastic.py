@@ -15,7 +15,6 @@ import pytest
 
 from console.commands.parts.job_options import naming_options
 from console.errors import JobSpecError, PlanError
-from console.hostprogs.supervisor.drain import sv_gpu_failures
 from console.hostprogs.supervisor.elastic import sv_torchrun_round
 from console.hostprogs.supervisor.policy import HostSilent, JobPolicy, PolicyProcess, ProcessEnded
 from console.hostprogs.supervisor.source import supervisor_source
@@ -205,20 +204,7 @@ def test_effective_training_time_counts_each_step_once() -> None:
     assert effective_training({0: (CurvePoint(None, 1, 0.5, None),)}, 10.0) == ""
 
 
-def test_a_drain_reads_the_fail_rules_on_the_jobs_gpus_only() -> None:
-    rows = [
-        ["0", " 2", " Yes", " No", " [N/A]"],
-        ["1", " 0", " No", " Yes", " Yes"],
-        ["7", " 9", " Yes", " Yes", " Yes"],  # not one of the job's GPUs (2 ranks here)
-        ["not a row"],
-    ]
-    assert sv_gpu_failures(rows, 2) == [
-        "GPU 0: 2 uncorrectable ECC error(s) since the last reset",
-        "GPU 0: row remap pending (reset the GPU)",
-        "GPU 1: row remapping failed",
-        "GPU 1: retired pages pending (reset the GPU)",
-    ]
-    assert sv_gpu_failures([["0", "0", "No", "No", "[N/A]"]], 1) == []
+# The drain's detection (health rules, CUDA_VISIBLE_DEVICES): tests/unit/test_drain_health.py
 
 
 def test_a_drained_host_is_a_scale_down_with_its_finding() -> None:

@@ -214,9 +214,12 @@ class Bounded:
         return True, value
 
 
-def run_bounded(cmd: list[str], bound: float, guard: Bounded) -> tuple[int | None, str]:
-    """``cmd``'s exit status and output; (None, "") when it did not finish within
-    ``bound`` (it is killed, not waited on; while one still hangs, none is started)."""
+def run_bounded(
+    cmd: list[str], bound: float, guard: Bounded, env: dict[str, str] | None = None
+) -> tuple[int | None, str]:
+    """``cmd``'s exit status and output (run with ``env``, None: this process's); (None,
+    "") when it did not finish within ``bound`` (it is killed, not waited on; while one
+    still hangs, none is started)."""
     import subprocess
 
     if guard.thread is not None and guard.thread.is_alive():
@@ -228,6 +231,7 @@ def run_bounded(cmd: list[str], bound: float, guard: Bounded) -> tuple[int | Non
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            env=env,
         )
     except OSError as exc:
         return 127, str(exc)
@@ -242,11 +246,19 @@ def run_bounded(cmd: list[str], bound: float, guard: Bounded) -> tuple[int | Non
 class NvsmiHealth:
     """The health fields through one ``nvidia-smi --query-gpu`` every ``every`` seconds,
     in a thread of its own (no sample line waits for it). Fields this driver does not
-    know are dropped (nvidia-smi refuses a whole query for one unknown field)."""
+    know are dropped (nvidia-smi refuses a whole query for one unknown field). ``env``:
+    the environment nvidia-smi runs with (its PATH finds it); ``extra``: fields asked for
+    after the health fields (a supervisor's drain asks for ``uuid``)."""
 
-    def __init__(self, every: float = NVSMI_HEALTH_EVERY_S, bound: float = ANSWER_WITHIN_S):
-        self.every, self.bound = every, bound
-        self.fields = list(query_health())
+    def __init__(
+        self,
+        every: float = NVSMI_HEALTH_EVERY_S,
+        bound: float = ANSWER_WITHIN_S,
+        env: dict[str, str] | None = None,
+        extra: tuple[str, ...] = (),
+    ):
+        self.every, self.bound, self.env = every, bound, env
+        self.fields = list(query_health()) + list(extra)
         self.lock = threading.Lock()
         self.reading: tuple[float, list[str], list[str]] | None = None
         self.error: str | None = None
@@ -268,7 +280,7 @@ class NvsmiHealth:
             cmd = ["nvidia-smi", "--query-gpu=" + ",".join(self.fields)]
             started = time.time()
             status, out = run_bounded(
-                [*cmd, "--format=csv,noheader,nounits"], self.bound, self.guard
+                [*cmd, "--format=csv,noheader,nounits"], self.bound, self.guard, self.env
             )
             with self.lock:
                 if status is None:
@@ -304,9 +316,13 @@ class NvsmiHealth:
 class KernelXids:
     """Xid lines from the kernel log: ``/dev/kmsg`` read without blocking (the whole ring
     buffer at start, then what is new), else ``journalctl -k`` every ``every`` seconds
-    in a thread of its own. ``error`` says why neither can be read (dmesg_restrict ...)."""
+    in a thread of its own (from ``since``, epoch seconds, when given). ``error`` says why
+    neither can be read (dmesg_restrict ...). A read of /dev/kmsg is one record; a file
+    in its format (a saved copy, a test's) gives several lines a read: each is parsed."""
 
-    def __init__(self, every: float = JOURNAL_EVERY_S, kmsg: str = "/dev/kmsg") -> None:
+    def __init__(
+        self, every: float = JOURNAL_EVERY_S, kmsg: str = "/dev/kmsg", since: float = 0.0
+    ) -> None:
         self.events: list[dict[str, object]] = []
         self.first = threading.Event()  # set once the log was first read (or cannot be)
         self.source: str | None = None
@@ -326,7 +342,7 @@ class KernelXids:
             if shutil.which("journalctl"):
                 self.source = "journalctl"
                 self.every = every
-                self.since = 0.0
+                self.since = since
                 self.guard = Bounded()
                 threading.Thread(target=self._journal_loop, daemon=True).start()
             else:
@@ -352,13 +368,16 @@ class KernelXids:
                     break
                 if not chunk:
                     break
-                head, _, message = chunk.decode("utf-8", "replace").partition(";")
-                if "NVRM: Xid" not in message:
+                if b"NVRM: Xid" not in chunk:
                     continue
-                parts = head.split(",")
-                usec = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
-                with self.lock:
-                    self._add(parse_xid(message, self.boot + usec / 1e6, "kmsg"))
+                for line in chunk.decode("utf-8", "replace").splitlines():
+                    head, _, message = line.partition(";")  # " KEY=value" lines: no Xid
+                    if "NVRM: Xid" not in message:
+                        continue
+                    parts = head.split(",")
+                    usec = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
+                    with self.lock:
+                        self._add(parse_xid(message, self.boot + usec / 1e6, "kmsg"))
         with self.lock:
             return list(self.events)
 

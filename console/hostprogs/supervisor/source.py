@@ -1,7 +1,8 @@
 """The supervisor's single source, assembled from its parts (``supervisor.py``'s doc).
 
 jobctl's shared part comes first (the supervisor uses its process-table and job-file
-helpers), then the failure-line rule (the console's own, one copy), the wire,
+helpers), then the failure-line rule (the console's own, one copy), the sampler's health
+reading and the health verdict's fail rules (the drain's, one copy), the wire,
 the policy, H2's hang capture when that file is present, and the supervisor's own
 parts: its local processes, its peers, its hang watch, and its main loop.
 """
@@ -19,6 +20,10 @@ _MAIN = 'if __name__ == "__main__":'
 PARTS = (
     "jobctl/common.py",
     "failure_lines.py",
+    # The health reading and fail rules of `distconsole health`, for the drain (drain.py).
+    "sampler/schema.py",
+    "sampler/health_rules.py",
+    "sampler/health.py",
     "supervisor/wire.py",
     "supervisor/policy.py",
     "supervisor/hang_inspect.py",  # with hang_capture.py: hang detection is off without them
