@@ -19,7 +19,8 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands.parts import launch_slurm, options
 from console.inventory import Inventory
-from console.jobs.history import JobHistory, JobRecord, membership
+from console.jobs.history import JobHistory, JobRecord
+from console.jobs.membership import membership
 from console.jobs.models import JobState
 from console.jobs.report.discover import discover
 from console.jobs.service import JobService, make_backend

@@ -103,11 +103,50 @@ def load_yaml(text: str, path: str, base: Path) -> Inventory:
             )
             continue
         seen[host.name] = i
-    slurm = _slurm_section(doc, [h.name for h in hosts if h is not None], found)
+    names = [h.name for h in hosts if h is not None]
+    _check_spares(defaults, entries, hosts, found)
+    slurm = _slurm_section(doc, names, found)
     found.raise_any()
     return Inventory(
         path=path, hosts=tuple(h for h in hosts if h is not None), format="yaml", slurm=slurm
     )
+
+
+def _check_spares(
+    defaults: Any, entries: list[Any], hosts: list[Host | None], found: _Problems
+) -> None:
+    """``spare_hosts`` names hosts of this inventory; a problem names the key where it was
+    written (``defaults.spare_hosts`` or ``hosts[i].spare_hosts``) and its line. A host
+    with problems of its own still counts by the name it was given."""
+    given = [h.name if h else _entry_name(e) for h, e in zip(hosts, entries, strict=True)]
+    names = [n for n in given if n]
+    for i, host in enumerate(hosts):
+        if host is None or not host.spare_hosts:
+            continue
+        entry = entries[i]
+        own = isinstance(entry, dict) and "spare_hosts" in entry
+        mapping, where = (entry, f"hosts[{i}]") if own else (defaults, "defaults")
+        unknown = [n for n in host.spare_hosts if n not in names]
+        if unknown:
+            found.add(
+                f"{', '.join(repr(n) for n in unknown)}: not a host of this inventory "
+                f"(hosts: {', '.join(names)})",
+                _key_line(mapping, "spare_hosts", _item_line(entries, i)),
+                f"{where}.spare_hosts",
+            )
+
+
+def _entry_name(entry: Any) -> str | None:
+    """The name a ``hosts:`` entry gives (its name, else its address), unvalidated."""
+    if isinstance(entry, dict):
+        name = entry.get("name", entry.get("address"))
+        return str(name) if name is not None else None
+    if isinstance(entry, str):
+        try:
+            return parse_host_spec(entry)[1]
+        except HostSpecError:
+            return None
+    return None
 
 
 def _slurm_section(doc: Any, host_names: list[str], found: _Problems) -> SlurmSettings | None:

@@ -78,6 +78,9 @@ class Host(BaseModel):
     # --min-hosts of a ddp job whose leader is this host when it names none (elastic
     # membership); usually in ``defaults``.
     min_hosts: Annotated[int, Field(ge=1)] | None = None
+    # --spare-hosts of a ddp job whose leader is this host when it names none (a list or
+    # "a,b": other hosts of this inventory, checked in formats.py); usually in ``defaults``.
+    spare_hosts: tuple[str, ...] = ()
     tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"
@@ -197,6 +200,21 @@ class Host(BaseModel):
                     "with https:// (or http://) and names a host"
                 )
         return tuple(str(url).strip() for url in urls)
+
+    @field_validator("spare_hosts", mode="before")
+    @classmethod
+    def _spare_hosts(cls, value: object) -> object:
+        names = value.split(",") if isinstance(value, str) else value
+        if not isinstance(names, list | tuple):
+            raise ValueError("must be a list of host names (or one string 'a,b')")
+        cleaned = []
+        for name in names:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"{name!r} is not a host name")
+            cleaned.append(_named(host_name_problem(name.strip(), "a host name"), name.strip()))
+        if len(set(cleaned)) != len(cleaned):
+            raise ValueError("a host is listed twice")
+        return tuple(cleaned)
 
     @field_validator("identity_file", "known_hosts")
     @classmethod

@@ -20,6 +20,8 @@ from typing import Any
 import platformdirs
 
 from console.errors import JobError
+from console.jobs.membership import hosts_now, job_hosts, joined, with_spares
+from console.jobs.membership import membership as membership  # re-exported
 from console.jobs.models import (
     JobKind,
     JobPlan,
@@ -129,32 +131,6 @@ def plan_hosts(plan: JobPlan) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def job_hosts(hosts: tuple[str, ...], view: dict[str, Any] | None) -> list[str]:
-    """The job's hosts, not its spares (--spare-hosts: planned, but outside the job
-    until one joins)."""
-    spares = {str(h) for h in (view or {}).get("spare_hosts") or ()}
-    return [h for h in hosts if h not in spares]
-
-
-def hosts_now(hosts: tuple[str, ...], view: dict[str, Any] | None) -> list[str]:
-    """The job's hosts less those its supervisors took out (a scale-down, --min-hosts),
-    with the spares that joined (--spare-hosts)."""
-    downs = (view or {}).get("scale_downs") or ()
-    gone = {str(down.get("host")) for down in downs if isinstance(down, dict)}
-    joins = (view or {}).get("joins") or ()
-    joined = {str(j.get("host")) for j in joins if isinstance(j, dict)}
-    spares = set(hosts) - set(job_hosts(hosts, view))
-    return [h for h in hosts if h not in gone and (h not in spares or h in joined)]
-
-
-def membership(hosts: tuple[str, ...], view: dict[str, Any] | None) -> str:
-    """``3 of 4 hosts`` once a scale-down took some out (or a spare joined), else ``""``."""
-    now = hosts_now(hosts, view)
-    total = len(job_hosts(hosts, view))
-    changed = len(now) < total or bool((view or {}).get("joins"))
-    return f"{len(now)} of {total} hosts" if changed else ""
-
-
 @dataclass(frozen=True, slots=True)
 class JobRecord:
     id: str
@@ -176,6 +152,7 @@ class JobRecord:
     def summary(self) -> dict[str, Any]:
         """The fields ``distconsole jobs --json`` prints."""
         view = self.host_view or {}
+        elastic = with_spares(view, self.plan)  # the plan names the spares before any read
         return {
             "id": self.id,
             "name": self.name,
@@ -183,16 +160,19 @@ class JobRecord:
             "state": self.state.value,
             "started": self.started,
             "ended": self.ended,
-            "hosts": list(self.hosts),
+            "hosts": job_hosts(self.hosts, elastic),  # as planned: not its spares
             "failure": self.failure,
             "first_failure": view.get("first_failure"),
             "hung": bool(view.get("hung")),
             "unsupervised": bool(view.get("unsupervised")),
             "unsupervised_hosts": list(view.get("unsupervised") or ()),
             "restarts": int(view.get("restarts") or 0),  # --max-restarts: restarts done
-            # Elastic membership (--min-hosts): the hosts in the job now, of how many.
-            "hosts_now": hosts_now(self.hosts, view),
-            "hosts_total": len(job_hosts(self.hosts, view)),
+            # Elastic membership (--min-hosts): the hosts in the job now, of how many;
+            # --spare-hosts: the planned spares, and those that joined the job.
+            "hosts_now": hosts_now(self.hosts, elastic),
+            "hosts_total": len(job_hosts(self.hosts, elastic)),
+            "spare_hosts": list(elastic["spare_hosts"]),
+            "spares_joined": joined(elastic),
         }
 
 

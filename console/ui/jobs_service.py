@@ -23,7 +23,8 @@ from console.errors import ConsoleError
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs.backend import JobBackend, SshBackend
-from console.jobs.history import JobHistory, JobSummary, membership
+from console.jobs.history import JobHistory, JobSummary
+from console.jobs.membership import membership, plan_spares, with_spares
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import new_job_id
 from console.jobs.report.bundle import host_view_lines, make_report
@@ -92,12 +93,14 @@ def row_of_job(job: Job) -> JobRow:
     return JobRow(
         job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
         job.hosts, job.plan.world_size, failure, restarts=restarts,
-        membership=membership(job.hosts, membership_view(job.supervisors.values())),
+        membership=membership(
+            job.hosts, with_spares(membership_view(job.supervisors.values()), job.plan)
+        ),
     )  # fmt: skip
 
 
 def membership_view(records: Iterable[Any]) -> dict[str, Any]:
-    """The supervisors' records (the leader's holds them) as ``history.membership`` reads
+    """The supervisors' records (the leader's holds them) as ``membership.membership`` reads
     a host view: scale-downs, spares and the spares that joined."""
     records = list(records)
     return {
@@ -158,9 +161,11 @@ def plan_preview(
     lines += plan.notes
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
+    spares = plan_spares(plan)
     for launch in plan.launches:
         lines.append("")
-        lines.append(f"[{launch.host}] {launch.role} {launch.index}  (cwd {launch.cwd})")
+        spare = "  spare: waits to replace a lost host" if launch.host in spares else ""
+        lines.append(f"[{launch.host}] {launch.role} {launch.index}  (cwd {launch.cwd}){spare}")
         lines.append("  $ " + shlex.join(launch.argv))
         for key in sorted(launch.env):
             lines.append(f"    {key}={shlex.quote(launch.env[key])}")

@@ -61,15 +61,24 @@ def test_a_spare_host_replaces_a_lost_host_and_the_job_succeeds(sshd_cluster, tm
     print("replaced in", round(join["at"] - lost_at, 1), "s; job", time.monotonic() - started)
     [job] = jobs_json(tmp_path, cluster.inventory_path)
     assert job["state"] == "succeeded" and job["hosts_now"] == ["node0", "node1", "node3"], job
+    # `hosts` as planned (not the spare), the spares and those that joined.
+    assert job["hosts"] == ["node0", "node1", "node2"] and job["hosts_total"] == 3, job
+    assert job["spare_hosts"] == ["node3"] and job["spares_joined"] == ["node3"], job
     table = dc(tmp_path, "jobs", str(cluster.inventory_path))
     assert "3 of 3 hosts" in table.stdout, table.stdout
     out = tmp_path / "report"
     dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))
     summary = (out / "summary.txt").read_text()
     assert re.search(r"scaled down at .*: node2 left \(.+\)", summary), summary
+    assert re.search(r"^replacements: node3 joined for node2 at [\d-]+ [\d:]+$", summary, re.M)
+    assert "ranks on node0, node1, node2 (spare hosts: node3)" in summary, summary
     timeline = (out / "timeline.txt").read_text()
     assert re.search(r' scaled-down peer="node2"', timeline), timeline
-    assert re.search(r' spare-joined peer="node3"', timeline), timeline
+    # The replacement is an event with its cause: the host it replaced, when it left.
+    joined = re.search(
+        r' spare-joined peer="node3" .*replaced="node2" cause="node2 left at ', timeline
+    )
+    assert joined, timeline
     assert leader_record(cluster, job_id)["state"] == "succeeded"
     assert_nothing_left(cluster)
 
@@ -91,4 +100,12 @@ def test_a_spare_never_needed_ends_with_the_job_and_is_no_failure(sshd_cluster, 
     assert "step" not in output(cluster, "node3", 3, job_id)
     [job] = jobs_json(tmp_path, cluster.inventory_path)
     assert job["hosts_now"] == ["node0", "node1", "node2"] and job["hosts_total"] == 3, job
+    assert job["hosts"] == ["node0", "node1", "node2"], job  # the spare never joined
+    assert job["spare_hosts"] == ["node3"] and job["spares_joined"] == [], job
+    out = tmp_path / "report"
+    dc(tmp_path, "report", str(cluster.inventory_path), job_id, "--out", str(out))
+    summary = (out / "summary.txt").read_text()
+    assert re.search(r"^node3: spare, not needed$", summary, re.M), summary
+    assert re.search(r"^  node3 torchrun-3: spare, not needed \(", summary, re.M), summary
+    assert "replacements" not in summary, summary
     assert_nothing_left(cluster)

@@ -20,7 +20,7 @@ def test_the_launch_form_takes_min_hosts_and_names_its_problems() -> None:
     spec, errors = form_to_spec(form(min_hosts="2", max_restarts="0"))
     assert spec is None and "needs --max-restarts" in errors["min_hosts"]
     spec, errors = form_to_spec(form(kind="ps", program="example:ps", min_hosts="1"))
-    assert spec is None and "ddp only" in errors["min_hosts"]
+    assert spec is None and "applies to --kind ddp" in errors["min_hosts"]
 
 
 def test_the_jobs_screen_and_the_logs_header_show_the_hosts_left() -> None:
@@ -52,7 +52,7 @@ def test_the_line_under_a_job_names_each_scale_down_and_its_cause() -> None:
 
 def test_the_live_jobs_row_counts_a_spare_once_it_joined() -> None:
     """The console's own job (its supervisors' records): node2 lost, spare node3 joined."""
-    from console.jobs.history import membership
+    from console.jobs.membership import membership
     from console.jobs.ssh.jobctl_reports import SupervisorRecord
     from console.ui.jobs_service import membership_view
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from console.errors import JobSpecError, PlanError
 from console.inventory import Host, Inventory
 from console.jobs import paths
-from console.jobs.models import Upload
+from console.jobs.models import JobKind, Upload
 from console.jobs.plan.netpresets import describe as describe_preset
 from console.jobs.plan.netpresets import preset_env
 from console.jobs.spec import JobSpec
@@ -109,8 +109,9 @@ def select_hosts(spec: JobSpec, inventory: Inventory) -> tuple[Host, ...]:
 
 def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
     chosen = select_hosts(spec, inventory)
-    if spec.spare_hosts and not spec.hosts:  # all hosts (of the tags) but the spares
-        chosen = tuple(h for h in chosen if h.name not in spec.spare_hosts)
+    wanted = spare_names(spec, chosen)
+    if wanted and not spec.hosts:  # all hosts (of the tags) but the spares
+        chosen = tuple(h for h in chosen if h.name not in wanted)
         if not chosen:
             raise JobSpecError("spare_hosts", "every selected host is a spare")
     warnings: list[str] = []
@@ -129,7 +130,8 @@ def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
         notes.append(describe_preset(spec.net, placed[0].interface, spec.ib_hca))
     port = spec.master_port if spec.master_port is not None else default_port(job_id)
     spares = tuple(
-        placed_host(spec, host, job_id, warnings) for host in select_spares(spec, inventory, chosen)
+        placed_host(spec, host, job_id, warnings)
+        for host in select_spares(spec, inventory, chosen, wanted)
     )
     return Placement(spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes), spares)
 
@@ -153,19 +155,35 @@ def placed_host(spec: JobSpec, host: Host, job_id: str, warnings: list[str]) -> 
     )
 
 
+def spare_names(spec: JobSpec, chosen: tuple[Host, ...]) -> tuple[str, ...]:
+    """--spare-hosts, else the leader host's ``spare_hosts`` (hosts.yaml; a default, so
+    only for a ddp job with restarts and a --min-hosts floor, its own or the leader's,
+    and never one of the hosts the job names)."""
+    if spec.spare_hosts or spec.kind is not JobKind.DDP:
+        return spec.spare_hosts
+    leader = next((h for h in chosen if h.name not in h.spare_hosts), None)
+    if leader is None or not leader.spare_hosts:
+        return ()
+    restarts = spec.max_restarts if spec.max_restarts is not None else leader.max_restarts
+    floor = spec.min_hosts if spec.min_hosts is not None else leader.min_hosts
+    if not restarts or not floor:
+        return ()
+    return tuple(n for n in leader.spare_hosts if n not in spec.hosts)
+
+
 def select_spares(
-    spec: JobSpec, inventory: Inventory, chosen: tuple[Host, ...]
+    spec: JobSpec, inventory: Inventory, chosen: tuple[Host, ...], names: tuple[str, ...]
 ) -> tuple[Host, ...]:
-    """--spare-hosts: inventory hosts, none of them one of the job's (without --hosts
-    the job's are the selected hosts but the spares)."""
+    """The spares (``spare_names``): inventory hosts, none of them one of the job's
+    (without --hosts the job's are the selected hosts but the spares)."""
     by_name = {h.name: h for h in inventory.hosts}
-    unknown = [n for n in spec.spare_hosts if n not in by_name]
+    unknown = [n for n in names if n not in by_name]
     if unknown:
         raise JobSpecError("spare_hosts", f"no host named {', '.join(unknown)} in {inventory.path}")
-    taken = [n for n in spec.spare_hosts if n in {h.name for h in chosen}]
+    taken = [n for n in names if n in {h.name for h in chosen}]
     if taken:
         raise JobSpecError("spare_hosts", f"{', '.join(taken)} is already one of the job's hosts")
-    return tuple(by_name[n] for n in spec.spare_hosts)
+    return tuple(by_name[n] for n in names)
 
 
 def step_split(total_steps: int | None, world_size: int) -> tuple[int | None, int | None]:

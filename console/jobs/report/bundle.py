@@ -7,7 +7,8 @@ their end, the job's secret never sent). The bundle, in ``OUT``::
     summary.txt              what happened, first failure or hang, which rank, where
                              it was stuck (the top frames of the stuck rank's stack)
     plan.json                the plan the job was launched with
-    timeline.txt             every host's events.jsonl merged by time
+    timeline.txt             every host's events.jsonl merged by time (a spare-joined
+                             event with the host it replaced and its cause)
     hosts/HOST/...           that host's job directory: NAME.sh (the exact command and
                              environment of each process), logs, hang/, gpu-samples.jsonl,
                              supervisor.json, events.jsonl, exit files
@@ -22,7 +23,6 @@ import asyncio
 import io
 import json
 import tarfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -32,9 +32,12 @@ from typing import Any
 from console.errors import HostProgramError, JobError, TransportError
 from console.hostprogs import job_pack
 from console.jobs.history import JobRecord, plan_to_json
+from console.jobs.membership import job_hosts, spares_of, with_spares
 from console.jobs.notify import masked
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.discover import failure_text
+from console.jobs.report.membership import membership_lines, spare_notes, when
+from console.jobs.report.timeline import timeline, timeline_text
 from console.jobs.ssh.control import Connections
 from console.transport.base import HostConnection
 from console.transport.hello import check_hello
@@ -128,25 +131,21 @@ async def fetch_host(
 # -- the summary ---------------------------------------------------------------------
 
 
-def _when(epoch: Any) -> str:
-    if not isinstance(epoch, int | float):
-        return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
-
-
 def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None) -> list[str]:
     """What happened, from the history row and the leader's supervisor record."""
-    view = record.host_view or {}
+    view = with_spares(record.host_view, record.plan)  # the plan names the spares
     truth = supervisor or {}
     state = record.state.value + (" (hung)" if view.get("hung") else "")
     leader = view.get("leader") or truth.get("host")
+    spares = spares_of(truth) or view["spare_hosts"]
     lines = [
         f"job {record.id} ({record.name}), {record.kind.value}, "
-        f"{record.plan.world_size} ranks on {', '.join(record.hosts)}",
+        f"{record.plan.world_size} ranks on {', '.join(job_hosts(record.hosts, view))}"
+        + (f" (spare hosts: {', '.join(spares)})" if spares else ""),
         f"state: {truth.get('state') or state}"
         + (f" (recorded by {leader}'s supervisor)" if leader else ""),
-        f"started {_when(record.started)}"
-        + (f", ended {_when(record.ended)}" if record.ended else ""),
+        f"started {when(record.started)}"
+        + (f", ended {when(record.ended)}" if record.ended else ""),
     ]
     lines += host_view_lines(view, truth)
     first = truth.get("first_failure") or view.get("first_failure")
@@ -179,14 +178,9 @@ def host_view_lines(
     (the jobs screen shows these under the selected job, summary.txt too; the screen
     adds its key hint, ``ui/jobs_service.screen_notes``)."""
     truth = supervisor or {}
-    lines = restart_lines(view, truth)
-    for down in truth.get("scale_downs") or view.get("scale_downs") or ():
-        # --min-hosts: a lost host the job went on without.
-        lines.append(
-            f"scaled down at {_when(down.get('at'))}: {down.get('host')} left "
-            f"({down.get('cause')}); {len(down.get('hosts_now') or ())} of "
-            f"{down.get('hosts_total')} hosts went on"
-        )
+    # --min-hosts: each lost host the job went on without; --spare-hosts: what became
+    # of each spare (the host it replaced, or not needed).
+    lines = restart_lines(view, truth) + membership_lines(view, truth)
     unsupervised = view.get("unsupervised") or []
     if unsupervised:
         lines.append(
@@ -200,7 +194,7 @@ def host_view_lines(
         idle_text = f"{idle:.0f}" if isinstance(idle, int | float) else "?"
         lines.append(
             f"hang: no progress for {idle_text} s, marked at "
-            f"{_when(hang.get('at'))}; captured {captured}"
+            f"{when(hang.get('at'))}; captured {captured}"
         )
     return lines
 
@@ -225,7 +219,11 @@ def stuck_rank(captures: Mapping[str, Mapping[str, Any]]) -> str | None:
     return sorted(captures)[0] if captures else None
 
 
-def process_lines(bundles: Sequence[HostBundle]) -> list[str]:
+def process_lines(
+    bundles: Sequence[HostBundle], spares: Mapping[str, str] | None = None
+) -> list[str]:
+    """One line per process; a spare's says what became of it (``spares``: host -> note,
+    ``report/membership.spare_notes``)."""
     lines = []
     for bundle in bundles:
         # A follower's record carries its host's name (hosts may share a home).
@@ -244,6 +242,8 @@ def process_lines(bundles: Sequence[HostBundle]) -> list[str]:
             if info.get("signal"):
                 how += f" ({info['signal']})"
             rank = f" rank {info['rank']}" if info.get("rank") is not None else ""
+            note = (spares or {}).get(bundle.host)
+            how = f"{note} ({how})" if note else how
             lines.append(f"  {bundle.host} {name}{rank}: {how}")
     return lines
 
@@ -303,7 +303,8 @@ def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
         if stack:
             lines.append(f"  top of its stack (hosts/{host}/hang/{name}.stack.txt):")
             lines += ["    " + line for line in stack[:STACK_LINES]]
-    processes = process_lines(bundles) + ray_lines(bundles)
+    notes = spare_notes(with_spares(record.host_view, record.plan), truth or {})
+    processes = process_lines(bundles, notes) + ray_lines(bundles)
     if processes:
         lines.append("processes:")
         lines += processes
@@ -321,40 +322,6 @@ def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
     lines.append("")
     lines.append("files: plan.json, timeline.txt, hosts/HOST/ (NAME.sh: exact command and env)")
     return "\n".join(lines) + "\n"
-
-
-def timeline(bundles: Sequence[HostBundle]) -> list[dict[str, Any]]:
-    events = []
-    seen = set()
-    for bundle in bundles:
-        # events.jsonl (the leader's or a host's own) and events.HOST.jsonl (a follower's);
-        # hosts that share a home bundle the same files: each line once.
-        names = [n for n in bundle.files if n.startswith("events.") and n.endswith(".jsonl")]
-        for name in sorted(names):
-            for line in bundle.text(name).splitlines():
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and line not in seen:
-                    seen.add(line)
-                    event.setdefault("host", bundle.host)
-                    events.append(event)
-    return sorted(events, key=_event_time)
-
-
-def _event_time(event: Mapping[str, Any]) -> float:
-    t = event.get("t")
-    return float(t) if isinstance(t, int | float) else 0.0
-
-
-def timeline_text(events: Sequence[Mapping[str, Any]]) -> str:
-    lines = []
-    for event in events:
-        rest = {k: v for k, v in event.items() if k not in ("t", "host", "event")}
-        detail = " ".join(f"{k}={json.dumps(v)}" for k, v in rest.items())
-        lines.append(f"{_when(event.get('t'))} {event.get('host')} {event.get('event')} {detail}")
-    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def _safe(relpath: str) -> PurePosixPath | None:

@@ -9,7 +9,6 @@ What is typed survives closing the form: every change is kept in the app's servi
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from textual import work
@@ -24,129 +23,27 @@ from console.jobs.models import JobKind, JobPlan
 from console.jobs.paths import new_job_id
 from console.jobs.plan.netpresets import NET_PRESETS
 from console.jobs.plan.planner import plan
-from console.jobs.spec import JobSpec, make_spec, parse_env
+from console.jobs.spec import JobSpec
 from console.jobs.ssh.runner import FREE_PORT_KINDS as RUNNER_FREE_PORT_KINDS
 from console.jobs.sync.push import spec_in_unscanned_tree
 from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
+from console.ui.screens.launch_fields import (
+    KIND_EXAMPLES,
+    PS_ONLY,
+    RAY_ONLY,
+    TEXT_FIELDS,
+    form_to_spec,
+    plan_problem,
+    steps_split_hint,
+)
 from console.ui.services import LaunchDraft, Services
 from console.ui.widgets.keys_footer import KeysFooter
 
-TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
-    # (spec field, label, placeholder)
-    ("tags", "Tags", "only hosts with any of these tags (space separated)"),
-    ("gpus_per_host", "GPUs per host", "default: the host's gpus, else 1"),
-    ("program", "Program", "script, executable or example:ddp / example:horovod / example:ps"),
-    ("args", "Arguments", "as in a shell: --lr 0.1 --steps {steps_per_rank}"),
-    ("env", "Environment", "NAME=VALUE NAME2='a b'"),
-    ("total_steps", "Total steps (split per rank)", "each rank runs total ÷ ranks"),
-    ("ps", "PS tasks", "ps kind: number of parameter servers (default 1)"),
-    ("workers", "Workers", "ps kind: number of workers (default one per host)"),
-    ("ray_object_store", "Ray object store", "ray kind: per node, e.g. 2G (default: Ray's)"),
-    ("ray_dashboard_host", "Ray dashboard host", "ray kind: listen address (default 127.0.0.1)"),
-    ("ray_dashboard_port", "Ray dashboard port", "ray kind: default the master port + 1"),
-    ("interface", "Interface", "NIC for NCCL/Gloo/MPI traffic (default: the host's)"),
-    ("ib_hca", "IB HCAs", "ib/roce: NCCL_IB_HCA, e.g. mlx5_0,mlx5_1 (default: NCCL picks)"),
-    ("master_port", "Master port", "default: a free port on the master host"),
-    ("name", "Name", "default: kind-program"),
-    ("workdir", "Working directory", "default: each host's work_dir"),
-    (
-        "hang_timeout",
-        "Hang timeout (seconds)",
-        "default 300: no new log line for so long = hung; 0/off",
-    ),
-    ("sync", "Sync directory", "local dir put on every host first; program and workdir inside it"),
-    (
-        "max_restarts",
-        "Max restarts",
-        "restart a failed job up to N times its engine's way (default: inventory's, else 0)",
-    ),
-    (
-        "min_hosts",
-        "Min hosts",
-        "ddp: go on while M hosts remain, the first one among them (needs restarts ≥ 1)",
-    ),
-    (
-        "checkpoint_dir",
-        "Checkpoint directory",
-        "DISTCONSOLE_CHECKPOINT_DIR on the hosts (default: checkpoints/ in the job's dir)",
-    ),
-)
-INT_FIELDS = (
-    "gpus_per_host",
-    "total_steps",
-    "ps",
-    "workers",
-    "master_port",
-    "ray_dashboard_port",
-    "max_restarts",
-    "min_hosts",
-)
-PS_ONLY = ("ps", "workers")
 NET_HCA = ("ib", "roce")  # the presets that take an HCA list (console/jobs/plan/netpresets.py)
-RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
-# The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
-KIND_EXAMPLES = {
-    JobKind.DDP.value: "example:ddp",
-    JobKind.MPI.value: "example:horovod",
-    JobKind.HOROVOD.value: "example:horovod",
-    JobKind.PS.value: "example:ps",
-    JobKind.RAY.value: "example:ray",
-}
 # Kinds whose master port, when the form leaves it empty, is a free port that the
 # runner asks the master host for at launch (runner.prepare).
 FREE_PORT_KINDS = tuple(kind.value for kind in RUNNER_FREE_PORT_KINDS)
-
-
-def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]]:
-    """Form values -> (spec, {}) or (None, {field: message}); every problem names its field."""
-    errors: dict[str, str] = {}
-    fields: dict[str, Any] = {"kind": values["kind"], "hosts": tuple(values["hosts"])}
-    fields["fail_fast"] = bool(values.get("fail_fast", True))
-    fields["net"] = values.get("net") or "auto"  # as --net: JobSpec and the planner judge it
-    fields["stop_on_hang"] = bool(values.get("stop_on_hang", False))
-    for name, _, _ in TEXT_FIELDS:
-        raw = str(values.get(name, "")).strip()
-        if not raw:
-            continue
-        try:
-            if name in INT_FIELDS:
-                if not raw.lstrip("-").isdigit():
-                    raise JobSpecError(name, f"{raw!r} is not a whole number")
-                fields[name] = int(raw)
-            elif name == "tags":
-                fields[name] = tuple(raw.replace(",", " ").split())
-            elif name == "args":
-                fields[name] = tuple(shlex.split(raw))
-            elif name == "env":
-                fields[name] = parse_env(shlex.split(raw))
-            else:
-                fields[name] = raw
-        except ValueError as exc:  # shlex: unbalanced quotes
-            errors[name] = str(exc)
-        except JobSpecError as exc:
-            errors[exc.field] = exc.detail
-    if "program" not in fields and "program" not in errors:
-        errors["program"] = "a program is required (a script, an executable or example:NAME)"
-    if errors:
-        return None, errors
-    try:
-        return make_spec(**fields), {}
-    except JobSpecError as exc:
-        return None, {exc.field: exc.detail}
-
-
-def steps_split_hint(job: JobPlan | None) -> str:
-    """What ``--total-steps`` means for this plan, in figures: the per-rank share."""
-    if job is None or job.total_steps is None or job.steps_per_rank is None:
-        return "Split over the ranks: each rank runs total ÷ number of ranks."
-    text = (
-        f"{job.total_steps} over {job.world_size} ranks: "
-        f"{job.steps_per_rank} steps per rank ({{steps_per_rank}} in the arguments)"
-    )
-    if job.steps_dropped:
-        text += f"; {job.steps_dropped} dropped by the division"
-    return text
 
 
 class LaunchScreen(Screen[str | None]):
@@ -308,7 +205,7 @@ class LaunchScreen(Screen[str | None]):
                 errors = {exc.field: exc.detail}
                 spec = None
             except PlanError as exc:
-                errors = {"plan": str(exc)}
+                errors = plan_problem(exc)  # on the field whose option it names
                 spec = None
         slurm = slurm_form.chosen(values)
         for selector in ("#nodes", "#label-nodes", "#error-nodes"):
