@@ -47,6 +47,8 @@ EXAMPLE_PREFIX = "example:"
 EXAMPLES = ("ddp", "horovod", "ps", "ray")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
 MAX_SLOTS = 1024
+# "1" in the job's env asks for Horovod elastic (jobs/plan/horovod_elastic.py ELASTIC_VAR).
+HOROVOD_ELASTIC_VAR = "DISTCONSOLE_HOROVOD_ELASTIC"
 MAX_TASKS = 4096
 
 # spec field -> CLI option that sets it (for messages on the command line)
@@ -298,12 +300,8 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     def _restarts(self) -> JobSpec:
         if self.kind is JobKind.RAY and self.max_restarts:
             raise _FieldProblem("max_restarts", "does not apply to --kind ray (Ray retries tasks)")
-        if self.min_hosts is not None and self.kind is not JobKind.DDP:
-            raise _FieldProblem(
-                "min_hosts",
-                "applies to --kind ddp only (torchrun's elastic membership), "
-                f"not {self.kind.value}",
-            )
+        if self.min_hosts is not None:
+            self._min_hosts_applies()
         if self.horovod_elastic and self.kind is not JobKind.HOROVOD:
             raise _FieldProblem(
                 "horovod_elastic", f"applies to --kind horovod only, not {self.kind.value}"
@@ -321,7 +319,10 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
             raise _FieldProblem(
                 "min_hosts",
                 "needs --max-restarts N of at least 1: torchrun takes a lost host as a "
-                "restart of the survivors (each scale-down uses one)",
+                "restart of the survivors (each scale-down uses one)"
+                if self.kind is JobKind.DDP
+                else "needs --max-restarts N of at least 1: Horovod elastic (horovodrun --min-np) "
+                "runs only with restarts",
             )
         if self.spare_hosts and (self.kind is not JobKind.DDP or self.max_restarts == 0):
             raise _FieldProblem(
@@ -331,6 +332,27 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
             shared = ", ".join(h for h in self.spare_hosts if h in self.hosts)
             raise _FieldProblem("spare_hosts", f"{shared} is already one of the job's --hosts")
         return self
+
+    def _min_hosts_applies(self) -> None:
+        """--min-hosts: ddp (torchrun's elastic membership), or horovod under Horovod
+        elastic (horovodrun --min-np; the switch, or its variable in the job's env)."""
+        if self.kind is JobKind.DDP:
+            return
+        if self.kind is JobKind.HOROVOD:
+            asked = self.env.get(HOROVOD_ELASTIC_VAR, "").strip().lower() in ("1", "true", "yes")
+            if (self.horovod_elastic or asked) and self.horovod_launcher == "gloo":
+                return
+            raise _FieldProblem(
+                "min_hosts",
+                "applies to a horovod job under Horovod elastic only (horovodrun --min-np): "
+                f"--horovod-elastic or {HOROVOD_ELASTIC_VAR}=1 in its environment, with "
+                "--max-restarts and the gloo launcher",
+            )
+        raise _FieldProblem(
+            "min_hosts",
+            "applies to --kind ddp (torchrun's elastic membership) and to --kind horovod "
+            f"with --horovod-elastic, not {self.kind.value}",
+        )
 
     @property
     def display_name(self) -> str:

@@ -3,6 +3,7 @@ wrapper's elastic arm, and when a horovod job is (not) elastic."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from console.commands.parts.job_options import naming_options
-from console.errors import JobSpecError
+from console.errors import JobSpecError, PlanError
 from console.inventory import Host, Inventory
 from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
@@ -111,3 +112,69 @@ def test_a_single_host_needs_every_slot() -> None:
     spec = make_spec(kind="horovod", program="example:horovod", max_restarts=1, env=ELASTIC)
     words = horovodrun_line(plan(spec, one, job_id=JOB).launches[0].argv[2])
     assert words[words.index("--min-np") + 1] == words[words.index("--max-np") + 1] == "2"
+
+
+def uneven() -> Inventory:
+    """Four hosts of 1, 2, 3 and 4 slots."""
+    hosts = tuple(Host(name=f"u{g}", address=f"10.1.0.{g}", gpus=g) for g in (3, 1, 4, 2))
+    return Inventory(path="h", hosts=hosts)
+
+
+def min_np_of(launch_script: str) -> int:
+    words = horovodrun_line(launch_script)
+    return int(words[words.index("--min-np") + 1])
+
+
+def test_min_hosts_sets_min_np_to_the_slots_of_the_smallest_hosts() -> None:
+    fields: dict[str, object] = {"kind": "horovod", "program": "example:horovod"}
+    fields.update(max_restarts=1, horovod_elastic=True)
+    for floor, fewest in ((1, 1), (2, 3), (3, 6), (4, 10)):
+        planned = plan(make_spec(**fields, min_hosts=floor), uneven(), job_id=JOB)
+        assert min_np_of(planned.launches[0].argv[2]) == fewest, floor
+        assert planned.min_hosts == floor
+        [note] = planned.notes
+        assert f"--min-hosts {floor}: " in note and f"horovodrun --min-np {fewest}" in note
+    # Without it: every slot but the largest host's (one host lost), as before.
+    planned = plan(make_spec(**fields), uneven(), job_id=JOB)
+    assert min_np_of(planned.launches[0].argv[2]) == 6 and planned.min_hosts == 0
+    assert "horovodrun --min-np 6 (all slots but the largest host's)" in planned.notes[0]
+    with pytest.raises(PlanError, match=r"--min-hosts 5 must be 1\.\.4"):
+        plan(make_spec(**fields, min_hosts=5), uneven(), job_id=JOB)
+
+
+def test_the_launcher_writes_the_hosts_for_its_supervisor() -> None:
+    script = elastic_plan(min_hosts=2).launches[0].argv[2]
+    line = next(ln for ln in script.splitlines() if "horovod-hosts.json" in ln)
+    text = shlex.split(line[line.index("printf") :])[2]
+    assert json.loads(text) == {
+        "hosts": [{"name": f"n{i}", "horovod": f"10.0.0.{i + 1}", "slots": 2} for i in range(3)],
+        "ssh_port": "2022",
+    }
+
+
+def test_min_hosts_is_for_horovod_elastic_jobs_only() -> None:
+    fine = make_spec(
+        kind="horovod", program="t.py", min_hosts=2, max_restarts=1, horovod_elastic=True
+    )
+    assert fine.min_hosts == 2
+    # The job's env asks as the switch does.
+    make_spec(kind="horovod", program="t.py", min_hosts=2, max_restarts=1, env=ELASTIC)
+    refused = [
+        ({"kind": "horovod"}, "applies to a horovod job under Horovod elastic only"),
+        ({"kind": "horovod", "horovod_elastic": True, "horovod_launcher": "mpi"}, "gloo"),
+        ({"kind": "mpi"}, "--kind horovod with --horovod-elastic, not mpi"),
+        ({"kind": "ps"}, "--kind horovod with --horovod-elastic, not ps"),
+        ({"kind": "horovod", "env": ELASTIC, "max_restarts": 0}, "Horovod elastic"),
+    ]
+    for fields, says in refused:
+        values: dict[str, object] = {"program": "t.py", "min_hosts": 2, "max_restarts": 1}
+        with pytest.raises(JobSpecError) as caught, naming_options():
+            make_spec(**{**values, **fields})
+        assert caught.value.field == "--min-hosts" and says in caught.value.detail, fields
+
+
+def test_min_hosts_on_a_horovod_job_that_is_not_elastic_is_a_plan_error() -> None:
+    # Asked by the env, but no restarts from the inventory: not elastic after all.
+    spec = make_spec(kind="horovod", program="t.py", min_hosts=2, env=ELASTIC)
+    with pytest.raises(PlanError, match="--min-hosts 2 applies to a horovod job under Horovod"):
+        plan(spec, inventory(), job_id=JOB)

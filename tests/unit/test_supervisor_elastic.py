@@ -166,7 +166,7 @@ def test_the_inventory_default_applies_to_ddp_jobs_with_restarts(tmp_path: Path)
     ("fields", "words"),
     [
         ({"min_hosts": 0, "max_restarts": 1}, "at least 1 host"),
-        ({"kind": "mpi", "min_hosts": 2, "max_restarts": 1}, "applies to --kind ddp only"),
+        ({"kind": "mpi", "min_hosts": 2, "max_restarts": 1}, "applies to --kind ddp ("),
         ({"min_hosts": 2, "max_restarts": 0}, "needs --max-restarts N of at least 1"),
     ],
 )

@@ -118,7 +118,7 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "--notify-on",
         metavar="EVENTS",
         help="which events notify, comma-separated: failed, hung, succeeded, stopped, "
-        "restarted, drained (default failed,hung,succeeded)",
+        "restarted, drained, scaled-down, replaced (default failed,hung,succeeded)",
     )
     parser.add_argument(
         "--max-restarts",

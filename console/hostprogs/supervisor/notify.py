@@ -3,7 +3,8 @@ command, with no console open (a part of the supervisor's single source).
 
 The config's ``notify`` (``{"urls": [...], "command": str | None, "on": [events]}``)
 says where and when: ``failed``, ``hung``, ``succeeded``, ``stopped``, ``restarted``,
-``drained``. Each notification is one JSON object: ``text`` (one line a Slack or
+``drained``, ``scaled-down`` (a lost host left an elastic job) and ``replaced`` (a spare
+host joined it). Each notification is one JSON object: ``text`` (one line a Slack or
 Mattermost incoming webhook shows as is), ``job``, ``name``, ``event``, ``state``,
 ``reason``, ``host``. A webhook is retried with backoff; the command gets the same fields
 as ``DISTCONSOLE_*`` variables. Both run in threads of their own, so the job never waits
@@ -26,7 +27,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-NOTIFY_EVENTS = ("failed", "hung", "succeeded", "stopped", "restarted", "drained")
+NOTIFY_EVENTS = (
+    "failed", "hung", "succeeded", "stopped", "restarted", "drained", "scaled-down", "replaced",
+)  # fmt: skip
 NOTIFY_DEFAULT_ON = ("failed", "hung", "succeeded")
 NOTIFY_RETRIES = (0.0, 2.0, 4.0, 8.0, 16.0)  # seconds before each attempt
 NOTIFY_TIMEOUT_S = 10.0  # one POST, one command

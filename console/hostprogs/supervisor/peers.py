@@ -354,6 +354,8 @@ class SvPeers:
             if self.is_leader:
                 connected = any(p.host == host for p in self.peers)
                 known = host in self.followers and not self.follower_done(host)
+                # A Horovod elastic job's host (elastic.py): in the job, no supervisor.
+                known = known or host in set(self.policy.member_hosts) & set(self.policy.hosts_now)
             else:
                 connected = self.leader is not None
                 known = host == self.leader_host and not self.leader_lost

@@ -7,13 +7,14 @@ stopped: fail-fast (one non-zero exit or a silent host stops the rest), the PS r
 someone asked for (the job ends stopped, not failed), and restarts: a failed process the
 job restarts in place (``--max-restarts``: MPI's launcher, a PS worker) is not an end
 (``restart``), and restarts done by an engine itself (torchrun's) are counted
-(``note_restart``); with ``min_hosts`` (ddp's elastic membership) a lost host is a
-scale-down while that many hosts remain, not a failure; ``spare_hosts`` (ddp
-``--spare-hosts``) wait outside the job until one joins (``spare_joined``): a waiting
-spare's end is never a failure, and the job is decided without waiting for it (the stop
-it orders ends it). It does no I/O and knows no
-backend: the host supervisor (``supervisor.py``, which this file is a part of on a host)
-and the console (``console/jobs/ssh/watch.py``, for a job no supervisor watches) feed it.
+(``note_restart``); with ``min_hosts`` (elastic membership: ddp's, Horovod elastic's,
+whose hosts but the launcher's are ``member_hosts``) a lost host is a scale-down while
+that many hosts remain, not a failure; ``spare_hosts`` (ddp ``--spare-hosts``) wait
+outside the job until one joins (``spare_joined``): a waiting spare's end is never a
+failure, and the job is decided without waiting for it (the stop it orders ends it).
+It does no I/O and knows no backend: the host supervisor (``supervisor.py``, which this
+file is a part of on a host) and the console (``console/jobs/ssh/watch.py``, for a job
+no supervisor watches) feed it.
 
 Standard library only and Python >= 3.7: this file is concatenated into the supervisor's
 source and sent to hosts (no ``X | Y`` at runtime, no walrus, no slots).
@@ -151,6 +152,8 @@ class JobPolicy:
     scale_downs: list[dict[str, Any]] = field(default_factory=list)  # host, cause, at, ...
     spare_hosts: list[str] = field(default_factory=list)  # ddp --spare-hosts, in plan order
     joins: list[dict[str, Any]] = field(default_factory=list)  # spares that joined: host, at
+    # The job's hosts where its processes do not name them (Horovod elastic: one launcher).
+    member_hosts: list[str] = field(default_factory=list)
 
     def restart(self, report: ProcessEnded) -> int:
         """0: feed ``report`` as an end. N > 0: the process failed, may be restarted in
@@ -190,7 +193,7 @@ class JobPolicy:
     @property
     def hosts(self) -> list[str]:
         """The job's hosts, in plan order (not its spares)."""
-        found: list[str] = []
+        found: list[str] = list(self.member_hosts)
         for proc in self.processes:
             if proc.host not in found and proc.host not in self.spare_hosts:
                 found.append(proc.host)
@@ -333,7 +336,9 @@ class JobPolicy:
         for proc in lost:
             # Out of sight for good: they count as ended, so the job can be over.
             self.ended[proc.key] = ProcessEnded(proc.host, proc.name, None, report.at)
-        if not lost or self.verdict is not None or self.waiting_spare(report.host):
+        # A host of the job with no process of its own (Horovod's) counts while in it.
+        member = report.host in self.member_hosts and report.host in self.hosts_now
+        if not (lost or member) or self.verdict is not None or self.waiting_spare(report.host):
             return False  # a waiting spare lost: one replacement less, nothing else
         reason = report.reason
         if self.min_hosts:

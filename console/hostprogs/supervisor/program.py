@@ -242,6 +242,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
             else:
                 self.receive(item)
         self.watch_local()
+        self.horovod_watch()  # elastic.py: before the restarts (a lost host's drop is none)
         self.watch_restarts()
         self.local.tick()
         now = time.time()

@@ -51,14 +51,15 @@ SV_HOROVOD_DROPPED = re.compile(r"blacklist failing host: (\S+)")
 SV_HOROVOD_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
 
 
-def sv_horovod_resets(job_dir: str, name: str) -> tuple[int, dict[str, Any]]:
+def sv_horovod_resets(job_dir: str, name: str, skip: Any = ()) -> tuple[int, dict[str, Any]]:
     """How many times Horovod elastic dropped a host for a failed worker (each is a
-    restart: the host's worker is started again after its cooldown), and the last
-    failed worker's rank and exit status."""
+    restart: the host's worker is started again after its cooldown), but hosts in
+    ``skip`` (lost: elastic.py), and the last failed worker's rank and exit status."""
     lines: list[str] = []
     for suffix in (".err", ".out"):
         lines += sv_tail(os.path.join(job_dir, name + suffix), 256 * 1024)
     dropped = [m.group(1) for m in map(SV_HOROVOD_DROPPED.search, lines) if m]
+    dropped = [host for host in dropped if host not in skip]
     cause: dict[str, Any] = {"horovod_host": dropped[-1]} if dropped else {}
     for match in map(SV_HOROVOD_EXIT.search, reversed(lines)):
         if match and match.group(2) != "0":
@@ -147,6 +148,7 @@ class SvRestarts:
 
         def event(self, event: str, **details: Any) -> None: ...
         def send_leader(self, message: dict[str, Any]) -> None: ...
+        def horovod_dropped(self) -> set: ...  # elastic.py
 
     def restart_in_place(self, end: dict[str, Any]) -> bool:
         """True when the ended process ``end`` was restarted (feed no end for it)."""
@@ -212,7 +214,8 @@ class SvRestarts:
         if self.cfg.get("kind") == "horovod":
             for name in self.local.procs:
                 if name.startswith(SV_HOROVOD_ROLE + "-"):
-                    count, cause = sv_horovod_resets(self.job_dir, name)
+                    skip = self.horovod_dropped()  # elastic.py: lost hosts' are no restart
+                    count, cause = sv_horovod_resets(self.job_dir, name, skip)
                     if count > self.torchrun_attempts.get(name, 0):
                         self.torchrun_attempts[name] = count
                         self.restarted(self.host, name, count, dict(cause, process=name))

@@ -16,9 +16,10 @@ is written with ``hvd.elastic.run`` and runs either way. Without the switch a ho
 job restarts as an MPI one (its launcher re-run whole, the ranks resuming from their
 checkpoints); ``plan`` says which applies (its notes).
 
-Then horovodrun runs ``--host-discovery-script SCRIPT --max-np N --min-np M`` (N: every
-slot of the job; M: N less the largest host's slots, so the loss of any one host is
-survived) with ``--blacklist-cooldown-range 1 2``. Horovod blacklists the host of a failed
+Then horovodrun runs ``--host-discovery-script SCRIPT --max-np N --min-np K`` (N: every
+slot of the job; K: with ``--min-hosts M`` the slots of the M smallest hosts, else N less
+the largest host's slots, so the loss of any one host is survived) with
+``--blacklist-cooldown-range 1 2``. Horovod blacklists the host of a failed
 worker (for good unless a cooldown is given): the survivors restore their last commit and
 go on without it (a reset down to M or more), and once its cooldown is over the host is
 discovered again and a new worker started there (a reset back up to N), which syncs the
@@ -35,14 +36,26 @@ The supervisor's process is named ``horovodrun-0`` (not ``launcher-0``): the sup
 do not re-run it (Horovod resets its workers itself and the launcher ends only when
 Horovod gives up, which fails the job as any failure does); they count each reset that
 Horovod's log reports as a restart.
+
+A lost host (``--min-hosts M``, the form's Min hosts, hosts.yaml ``min_hosts``): the
+launcher host's supervisor, the only one (no other host runs a process of the job), reads
+the hosts from ``horovod-hosts.json`` (written beside SCRIPT: each host's inventory name,
+Horovod's name for it and its slots, and the ssh port) and takes a host out of
+``hosts_now`` when the console says it is lost (``lost-hosts/HOST``) or when Horovod's
+log says a worker there failed and ssh from the launcher host, as Horovod's own, cannot
+reach it (``hostprogs/supervisor/elastic.py``): SCRIPT stops listing it, and Horovod goes
+on with the hosts left (a scale-down while M remain; below M the job fails).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 
+from console.errors import PlanError
 from console.jobs import paths
 from console.jobs.models import JobKind
+from console.jobs.plan import placement
 from console.jobs.plan.mpi_ranks import rank_ranges, ssh_name
 from console.jobs.plan.placement import Placement, max_restarts
 from console.transport.ship import shell_join, shell_word
@@ -50,6 +63,7 @@ from console.transport.ship import shell_join, shell_word
 ROLE = "horovodrun"  # the launcher's process name stem (horovodrun-0)
 WRAPPER_NAME = "distconsole-horovodrun"
 DISCOVERY_FILE = "horovod-hosts.sh"
+HOSTS_FILE = "horovod-hosts.json"  # the hosts, for the leader's supervisor (elastic.py)
 LEADER_RECORD = "supervisor.json"  # the leader's (hostprogs/supervisor/local.py SV_STATE)
 ELASTIC_VAR = "DISTCONSOLE_HOROVOD_ELASTIC"  # "1": the program uses hvd.elastic
 # A failed worker's host is out of the job for a cooldown of Horovod's: the shortest it
@@ -130,11 +144,56 @@ def discovery_script(p: Placement) -> str:
     )
 
 
+def note(p: Placement) -> str:
+    """The plan's note for an elastic job: restarts, and the ranks it goes on with."""
+    floor = min_hosts(p)
+    if floor:
+        fewest = (
+            f"--min-hosts {floor}: a lost host leaves the job while {floor} of "
+            f"{len(p.hosts)} hosts remain (horovodrun --min-np {min_np(p)}, the slots of "
+            f"the {floor} smallest hosts); below that the job fails"
+        )
+    else:
+        fewest = (
+            f"horovodrun --min-np {min_np(p)} (all slots but the largest host's); "
+            "--min-hosts M takes a lost host out of the job"
+        )
+    return f"{NOTE}; {fewest}"
+
+
+def min_hosts(p: Placement) -> int:
+    """The hosts an elastic job goes on with (0: none said): --min-hosts, else the
+    leader host's ``min_hosts`` (hosts.yaml), checked against the job's hosts. A horovod
+    job that is not elastic refuses an explicit --min-hosts."""
+    if not uses_elastic(p):
+        wanted = p.spec.min_hosts
+        if p.spec.kind is JobKind.HOROVOD and wanted is not None:
+            reason = why_not(p) or "--horovod-elastic and --max-restarts N of at least 1"
+            raise PlanError(
+                f"--min-hosts {wanted} applies to a horovod job under Horovod elastic only "
+                f"(horovodrun --min-np); this one is not: {reason}"
+            )
+        return 0
+    return placement.min_hosts(p, max_restarts(p))
+
+
 def min_np(p: Placement) -> int:
-    """The fewest ranks the job goes on with: all but the largest host's (one host lost)."""
+    """The fewest ranks the job goes on with: with --min-hosts M the slots of the M
+    smallest hosts (any M hosts left run at least that many), else all but the largest
+    host's (one host lost)."""
+    floor = min_hosts(p)
+    if floor:
+        return sum(sorted(h.slots for h in p.hosts)[:floor])
     if len(p.hosts) < 2:
         return p.total_slots
     return max(1, p.total_slots - max(h.slots for h in p.hosts))
+
+
+def hosts_file(p: Placement, ssh_port: str | None) -> str:
+    """``horovod-hosts.json``: the job's hosts as the leader's supervisor needs them
+    (inventory name, Horovod's name for it, slots) and the ssh port Horovod uses."""
+    hosts = [{"name": h.name, "horovod": ssh_name(p, h), "slots": h.slots} for h in p.hosts]
+    return json.dumps({"hosts": hosts, "ssh_port": ssh_port}, sort_keys=True)
 
 
 def elastic_options(p: Placement) -> list[str]:
@@ -155,11 +214,14 @@ def launcher_argv(horovodrun: list[str], program: tuple[str, ...], p: Placement)
     ``horovodrun`` is its argv up to the host options (``-H`` is left out: the script
     names the hosts)."""
     path = shell_word(f"{p.first.job_dir}/{DISCOVERY_FILE}")
+    hosts = shell_word(f"{p.first.job_dir}/{HOSTS_FILE}")
+    port = horovodrun[horovodrun.index("-p") + 1] if "-p" in horovodrun else None
     lines = [
         f"# distconsole job {p.job_id}: Horovod elastic (console/jobs/plan/horovod_elastic.py)",
         f"f={path}",
         f"(umask 077; printf '%s\\n' {shlex.quote(discovery_script(p))} >\"$f\") || exit 1",
         'chmod 700 "$f" || exit 1',
+        f"(umask 077; printf '%s\\n' {shlex.quote(hosts_file(p, port))} >{hosts}) || exit 1",
         f'exec {shell_join(horovodrun)} --host-discovery-script "$f" '
         + " ".join(shlex.quote(o) for o in elastic_options(p))
         + f" --gloo {shell_join(program)}",

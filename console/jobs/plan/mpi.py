@@ -221,7 +221,7 @@ def plan_mpi(p: Placement) -> JobPlan:
     )
     warnings = list(p.warnings) + cluster_warnings(p)
     not_elastic = horovod_elastic.why_not(p)
-    notes = (horovod_elastic.NOTE,) if elastic else (not_elastic,) if not_elastic else ()
+    notes = (horovod_elastic.note(p),) if elastic else (not_elastic,) if not_elastic else ()
     uploads = example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts))
     launch = RankLaunch(
         host=launcher.name,
@@ -250,5 +250,6 @@ def plan_mpi(p: Placement) -> JobPlan:
         uploads=uploads,
         fail_fast=spec.fail_fast,
         max_restarts=max_restarts(p),
+        min_hosts=horovod_elastic.min_hosts(p) if horovod else 0,  # Horovod elastic's hosts
         notes=notes,
     )
