@@ -1,13 +1,20 @@
 """Ray planner: the head's process (Ray head + driver), one Ray node per other host, the
 ports, temp dirs and log files; spec/CLI validation naming the field; export refuses.
 
-The scripts themselves run in tests/integration/test_ray.py (real ray, real sshd)."""
+The scripts themselves run in tests/integration/test_ray.py (real ray, real sshd); a
+node's stop once its head is gone runs here too, with a stub ``ray``."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
+import signal
+import socket
 import subprocess
 
+import psutil
 import pytest
 
 from console.commands.parts.job_options import add_job_options, spec_from_args
@@ -179,3 +186,76 @@ def test_the_scripts_are_valid_bash() -> None:
     p = plan(ray_spec(), inventory(), job_id=JOB)
     for launch in p.launches:
         subprocess.run(["bash", "-n", "-c", launch.argv[2]], check=True)
+
+
+STUB_RAY = """#!/usr/bin/env python3
+# `ray start --block` whose own shutdown never ends (as with its head gone: it drains
+# through the GCS): TERM is noted and ignored. No child processes.
+import os, signal, time
+def note(what):
+    with open(os.environ["RAY_STUB_LOG"], "a") as log:
+        log.write(what + "\\n")
+signal.signal(signal.SIGTERM, lambda *_: note("TERM"))
+note("started")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_node_whose_head_is_gone_kills_its_ray_at_once(tmp_path) -> None:
+    """The node script with a stub ``ray`` and a head port that answers once, then is
+    closed: the node stops without asking ``ray start`` to shut down (TERM would only
+    start a drain through the gone GCS, waited out to SHUTDOWN_WAIT_S) and leaves
+    nothing of its session."""
+    stub = tmp_path / "bin" / "ray"
+    stub.parent.mkdir()
+    stub.write_text(STUB_RAY)
+    stub.chmod(0o755)
+    log = tmp_path / "ray.log"
+    with socket.socket() as head:
+        head.bind(("127.0.0.1", 0))
+        head.listen()
+        port = head.getsockname()[1]
+        hosts = Inventory(
+            path="hosts.yaml",
+            hosts=tuple(
+                Host(name=f"n{i}", address="127.0.0.1", work_dir=str(tmp_path / f"w{i}"))
+                for i in range(2)
+            ),
+        )
+        script = (
+            plan(make_spec(kind="ray", program="driver.py", master_port=port), hosts, job_id=JOB)
+            .launches[1]
+            .argv[2]
+        )
+        env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", RAY_STUB_LOG=str(log))
+        node = subprocess.Popen(
+            ["bash", "-c", script, plan_ray.NODE_WRAPPER],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            head.settimeout(30)
+            head.accept()[0].close()  # the node saw its head once
+        except BaseException:
+            os.killpg(node.pid, signal.SIGKILL)
+            raise
+    try:
+        _, err = node.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.pid, signal.SIGKILL)
+        shutil.rmtree(plan_ray.private_dir(JOB, "n1"), ignore_errors=True)
+    assert node.returncode == 0, err
+    assert f"the Ray head at 127.0.0.1:{port} is gone; stopping this node" in err
+    assert log.read_text().splitlines() == ["started"]  # killed, never asked to stop
+    assert [p.pid for p in psutil.process_iter() if _in_session(p.pid, node.pid)] == []
+
+
+def _in_session(pid: int, sid: int) -> bool:
+    try:
+        return os.getsid(pid) == sid
+    except (ProcessLookupError, PermissionError):
+        return False

@@ -6,7 +6,9 @@ and then stops its Ray node: its exit status is the driver's, so the job's state
 the driver's. Every other host's process (role ``raynode``) runs ``ray start --address
 HEAD:PORT --block`` and watches the head's GCS port: once the head is gone (the driver
 ended) it stops its node and exits 0; a node that dies on its own exits with Ray's
-status, which fails the job (fail-fast stops the rest).
+status, which fails the job (fail-fast stops the rest). A node whose head is gone does
+not ask ``ray start`` to shut down (it would wait on the GCS, below): it kills its
+session's processes at once.
 
 Stopping a node: TERM to ``ray start --block`` alone is Ray's own clean shutdown (it
 stops its raylet, GCS, dashboard and agents; ~3 s on the head). A TERM to all of them
@@ -311,7 +313,10 @@ def node_script(p: Placement, ph: PlacedHost, k: int) -> str:
         ' elif [ "$seen" = 1 ]; then misses=$((misses+1)); fi',
         f'  if [ "$misses" -ge {HEAD_GONE_CHECKS} ]; then',
         f'    echo "distconsole: the Ray head at {head}:{port} is gone; stopping this node" >&2',
-        "    stop_ray",
+        # Not stop_ray: with its head gone, ray start's own shutdown drains through the
+        # GCS and waits out SHUTDOWN_WAIT_S for nothing.
+        "    kill_session",
+        '    wait "$ray" 2>/dev/null',
         "    exit 0",
         "  fi",
         "  sleep 1",
