@@ -33,13 +33,19 @@ from tests.integration.test_jobs_cli import (
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 # Plain Python loops: the tasks share no collective, so nothing but the supervisors can
-# stop the others when one fails. worker-1 exits 3 after a moment when CRASH is set.
+# stop the others when one fails. worker-1 exits 3 when CRASH is set: once the test
+# writes CRASH_NOW in its job directory (crash_now), else after 3 s.
+CRASH_NOW = "crash-now"
 LOOP = (
     "import os, sys, time; "
     "me = os.environ['DISTCONSOLE_TASK_TYPE'] + '-' + os.environ['DISTCONSOLE_TASK_INDEX']; "
     "print('up', me, flush=True); "
     "crash = os.environ.get('CRASH') == '1' and me == 'worker-1'; "
-    "time.sleep(3 if crash else 0); "
+    "now = os.path.join(os.path.expanduser(os.environ['DISTCONSOLE_JOB_DIR']), "
+    f"'{CRASH_NOW}'); "
+    "until = time.time() + 3; "
+    "[time.sleep(0.05) for _ in iter(lambda: crash and not os.path.exists(now) "
+    "and time.time() < until, False)]; "
     "print('crashing now', file=sys.stderr, flush=True) if crash else None; "
     "sys.exit(3) if crash else None; "
     "[time.sleep(0.2) for _ in iter(int, 1)]"
@@ -56,6 +62,12 @@ def launch_loops(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
+
+
+def crash_now(cluster: SshdCluster, job_id: str) -> None:
+    """worker-1 of ``launch_loops(crash=True)`` crashes now (on whichever host it runs)."""
+    for host in cluster.hosts:
+        (job_dir(cluster, host.name, job_id) / CRASH_NOW).touch()
 
 
 def job_dir(cluster: SshdCluster, host: str, job_id: str) -> Path:
@@ -103,6 +115,7 @@ def test_a_crash_stops_every_host(sshd_cluster, tmp_path) -> None:
     cluster = sshd_cluster(n=2)
     job_id = launch_loops(tmp_path, cluster, crash=True)
     assert live_processes(cluster).keys() == {"node0", "node1"}
+    crash_now(cluster, job_id)
     crashed = [
         d / "worker-1.exit"
         for d in (job_dir(cluster, h, job_id) for h in ("node0", "node1"))
@@ -298,6 +311,7 @@ def test_hosts_sharing_a_home_keep_their_supervisors_apart(sshd_cluster, tmp_pat
     files under its own names; the crash is recorded once, naming the host that ran it."""
     cluster = sshd_cluster(n=2, shared_account=True)
     job_id = launch_loops(tmp_path, cluster, crash=True)
+    crash_now(cluster, job_id)
     shared = job_dir(cluster, "node0", job_id)
     assert shared == job_dir(cluster, "node1", job_id)
     wait_for(lambda: (shared / "worker-1.exit").exists())
