@@ -31,6 +31,7 @@ JOB_TIMEOUT_S = 90
 # Horovod's reset after the lost rank's connection reset) waits this long (Horovod's
 # default 30 s) before it resets too: the README's advice for a faster recovery.
 GLOO_TIMEOUT = "HOROVOD_GLOO_TIMEOUT_SECONDS"
+TELL = 'echo "$DISTCONSOLE_EVENT $DISTCONSOLE_HOST: $DISTCONSOLE_REASON" >>told'  # in the job dir
 
 
 def files(cluster: SshdCluster, job_id: str, hosts: tuple[str, ...] = ("node0", "node1")) -> str:
@@ -95,7 +96,7 @@ def test_horovod_elastic_restarts_a_crashed_rank_and_resumes(sshd_cluster, tmp_p
 def test_horovod_elastic_goes_on_without_a_lost_host(sshd_cluster, tmp_path) -> None:
     """3 hosts x 1 slot, --min-hosts 2 (horovodrun --min-np 2): node2 is killed whole
     (sshd, sessions, its processes: ``SshdCluster.stop``, as test_elastic does) at step
-    8; the launcher host's supervisor reads Horovod's report of the failed worker, finds
+    7; the launcher host's supervisor reads Horovod's report of the failed worker, finds
     node2's ssh refused and scales down; the job succeeds on node0 and node1."""
     cluster = sshd_cluster(n=3, shared_account=True)
     cluster.write_inventory(interface="lo")
@@ -103,7 +104,8 @@ def test_horovod_elastic_goes_on_without_a_lost_host(sshd_cluster, tmp_path) -> 
     job_id = launch(
         tmp_path, cluster, "--kind", "horovod", "--gpus-per-host", "1", "--max-restarts", "2",
         "--horovod-elastic", "--min-hosts", "2", "--env", f"{GLOO_TIMEOUT}=10",
-        "--", "example:horovod", "--steps", "24", "--sleep", "0.25",
+        "--notify-command", TELL, "--notify-on", "scaled-down,succeeded",
+        "--", "example:horovod", "--steps", "20", "--sleep", "0.2",
     )  # fmt: skip
     launcher = job_dir(cluster, "node0", job_id)
     plan = json.loads((launcher / "job.json").read_text())
@@ -111,8 +113,8 @@ def test_horovod_elastic_goes_on_without_a_lost_host(sshd_cluster, tmp_path) -> 
     assert "--min-np 2 --max-np 3" in argv, argv
     # node2's slot keeps planned rank 2's files (one home: every host's job directory).
     mine = launcher / "ranks/rank.2/stdout"
-    at_8 = re.compile(r"rank \d step 8/")
-    wait_for(lambda: mine.exists() and bool(at_8.search(mine.read_text())), timeout=60)
+    at_7 = re.compile(r"rank \d step 7/")
+    wait_for(lambda: mine.exists() and bool(at_7.search(mine.read_text())), timeout=60)
     lost_at = time.time()
     cluster.stop("node2")
     record = {}
@@ -139,7 +141,13 @@ def test_horovod_elastic_goes_on_without_a_lost_host(sshd_cluster, tmp_path) -> 
     text = "\n".join(
         (launcher / f"ranks/rank.{r}/stdout").read_text(errors="replace") for r in (0, 1)
     )
-    assert text.count("step 24/24") == 2 and len(set(re.findall(r"checksum=(\S+)", text))) == 1
+    assert text.count("step 20/20") == 2 and len(set(re.findall(r"checksum=(\S+)", text))) == 1
+    # --notify-on scaled-down: the leader host's command ran once for it (in the job dir).
+    told = launcher / "told"
+    wait_for(lambda: told.exists() and "succeeded" in told.read_text(), timeout=30)
+    lines = told.read_text().splitlines()
+    assert lines[0].startswith("scaled-down node2: node2 left (host lost: "), lines
+    assert lines[0].endswith("; 2 of 3 hosts went on") and len(lines) == 2, lines
     [job] = jobs_json(tmp_path, cluster.inventory_path)
     assert job["state"] == "succeeded", job
     assert job["hosts_now"] == ["node0", "node1"] and job["hosts_total"] == 3, job
