@@ -1,7 +1,8 @@
 """--min-hosts under Horovod elastic, the supervisor's side: the policy's hosts without
 a process of their own (``member_hosts``), Horovod's log read as it grows, and a real
 leader supervisor (console/hostprogs/supervisor/program.py) that asks a failed worker's
-host over ssh and takes it out of ``hosts_now`` when ssh cannot reach it."""
+host over ssh and takes it out of ``hosts_now`` when ssh cannot reach it; and the
+leader's ``scaled-down`` / ``replaced`` notifications (ddp's and Horovod's)."""
 
 from __future__ import annotations
 
@@ -171,3 +172,43 @@ def test_the_consoles_lost_host_note_takes_a_horovod_host_out(tmp_path: Path) ->
     assert sv.policy.hosts_now == ["node0", "node2"], events(tmp_path)
     [down] = sv.policy.scale_downs
     assert down["cause"] == "connection lost (the host does not answer)"
+
+
+def test_the_leader_notifies_a_scale_down_and_a_replacement(tmp_path: Path) -> None:
+    """A ddp leader with a spare (node3): node2 lost, node3 joined; with --notify-on
+    scaled-down,replaced its notify command runs once for each (the real notifier)."""
+    procs = [
+        {
+            "host": f"node{i}",
+            "name": f"torchrun-{i}",
+            "role": "torchrun",
+            "ranks": [i] if i < 3 else [],
+        }
+        for i in range(4)
+    ]
+    config = {
+        "job_id": "j-2",
+        "host": "node0",
+        "leader": "node0",
+        "kind": "ddp",
+        "max_restarts": 2,
+        "min_hosts": 2,
+        "processes": procs,
+        "notify": {
+            "command": 'echo "$DISTCONSOLE_EVENT $DISTCONSOLE_HOST: $DISTCONSOLE_REASON" >>told',
+            "on": ["scaled-down", "replaced"],
+        },
+    }
+    (tmp_path / "supervisor-config.json").write_text(json.dumps(config))
+    (tmp_path / "supervisor.secret").write_text("00" * 32)
+    sv = Supervisor(str(tmp_path))
+    assert sv.policy.spare_hosts == ["node3"] and sv.policy.min_hosts == 2
+    sv.silent("node2", "connection lost")
+    assert sv.policy.spare_joined("node3", time.time())
+    sv.check_membership()
+    sv.notifier.drain(30)
+    told = (tmp_path / "told").read_text().splitlines()
+    assert sorted(told) == [
+        "replaced node3: spare node3 joined: 3 of 3 hosts",
+        "scaled-down node2: node2 left (connection lost); 2 of 3 hosts went on",
+    ], told
