@@ -272,20 +272,28 @@ def op_stop(args: dict[str, Any]) -> None:
 
     def signal_all(sig: int) -> int:
         sent = 0
+        signalled = set()
         for pgid in sorted(groups):
             try:
                 os.killpg(pgid, sig)
+                signalled.add(pgid)
                 sent += 1
             except (ProcessLookupError, PermissionError):
                 pass
         for pid in marked_pids(job_id):
             try:
                 pgid = os.getpgid(pid)
+                if pgid in signalled:
+                    # It had this signal with its group: a second one can land in the
+                    # middle of its shutdown (torchrun then hangs joining its log threads
+                    # at exit, until the SIGKILL after the grace).
+                    continue
                 if pgid != me and pgid not in groups:
                     # A marked process leading its own group (torchrun's workers): signal
                     # the whole group so its children go with it.
                     groups.add(pgid)
                     os.killpg(pgid, sig)
+                    signalled.add(pgid)
                 else:
                     os.kill(pid, sig)
                 sent += 1
