@@ -221,7 +221,13 @@ async def watch(runner: JobRunner, job: Job, *, raw: bool = False) -> int:
         async for event in job.events():
             if event.host_lost:
                 # The supervisors stop the rest and record the verdict: wait for it.
-                say(f"{event.message}; the other hosts' supervisors stop the job")
+                if job.plan.min_hosts:
+                    say(
+                        f"{event.message}; the job goes on without it while "
+                        f"--min-hosts {job.plan.min_hosts} remain"
+                    )
+                else:
+                    say(f"{event.message}; the other hosts' supervisors stop the job")
             elif event.state is JobState.LOST:
                 say(event.message or "a host of the job went away")
                 lost.set()

@@ -136,16 +136,29 @@ class JobWatch(JobControl):
 
     async def _await_verdict(self, job: Job, host: str) -> None:
         """The supervisors' verdict after a host was lost; without one in time (every
-        supervisor gone too), stop what is reachable and record the loss here."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(job._done.wait()), self._verdict_wait_s())
-        if job.finished:
-            return
+        supervisor gone too), stop what is reachable and record the loss here.
+
+        An elastic job (``--min-hosts``) may go on without the host for as long as it
+        trains: while its leader's supervisor runs, that leader decides (a scale-down, or
+        the job's failure below the floor), however long it takes."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(job._done.wait()), self._verdict_wait_s())
+            if job.finished:
+                return
+            if not (job.plan.min_hosts and self._leader_decides(job, host)):
+                break
         reason = job.lost_hosts.get(host, "")
         job.failure = job.failure or JobFailure(host, "", (), None, f"connection lost ({reason})")
         job.stopping = True
         job.stop_report = await self._stop_everywhere(job, grace_s=self.grace_s)
         self._finish(job, JobState.FAILED)
+
+    @staticmethod
+    def _leader_decides(job: Job, lost: str) -> bool:
+        """The leader's supervisor runs on a host other than ``lost`` and has not ended."""
+        leader = next((r for r in job.supervisors.values() if r.leader), None)
+        return leader is not None and leader.host != lost and leader.alive and not leader.final
 
     async def _tell_lost(self, job: Job, lost: str, reason: str) -> None:
         """``jobctl host-lost`` on every other host of the job (best effort: a host
