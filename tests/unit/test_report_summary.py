@@ -16,7 +16,7 @@ from console.inventory import Host, Inventory
 from console.jobs.history import JobRecord
 from console.jobs.models import JobState
 from console.jobs.plan.planner import plan
-from console.jobs.report.bundle import summary_lines
+from console.jobs.report.bundle import HostBundle, process_lines, summary_lines
 from console.jobs.report.discover import failure_text
 from console.jobs.spec import make_spec
 from console.ui.jobs_service import screen_notes
@@ -79,3 +79,16 @@ def test_a_silent_host_reads_as_that_host_and_why() -> None:
     first: dict[str, Any] = {"host": "n1", "process": None, "rank": None, "exit_code": None,
              "signal": None, "reason": "no heartbeat for 4 s", "lines": [], "at": 5.0}  # fmt: skip
     assert failure_text(first) == "n1: no heartbeat for 4 s"
+
+
+def test_process_lines_list_the_wrappers_not_the_jobs_other_scripts() -> None:
+    """Horovod elastic's host discovery script sits beside the wrappers in the job
+    directory: it is no process, so no 'no exit recorded' line."""
+    bundle = HostBundle(
+        "node0",
+        {
+            "horovodrun-0.sh": b"", "horovodrun-0.exit": b"0\n",
+            "horovod-hosts.sh": b"", "ranks/rank.0/run.sh": b"",
+        },
+    )  # fmt: skip
+    assert process_lines([bundle]) == ["  node0 horovodrun-0: exit 0"]

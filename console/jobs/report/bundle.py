@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from console.jobs.ssh.control import Connections
 from console.transport.base import HostConnection
 from console.transport.hello import check_hello
 from console.transport.ship import HostProgram, shipment
+
+PROCESS_WRAPPER = re.compile(r"[a-z_]+-\d+\.sh")
 
 FILE_MAX = 8 << 20  # bytes kept of one file (its end)
 TOTAL_MAX = 96 << 20  # bytes packed per host
@@ -231,9 +234,9 @@ def process_lines(
             bundle.json(f"supervisor.{bundle.host}.json") or bundle.json("supervisor.json") or {}
         )
         recorded = supervisor.get("processes") or {}
-        names = sorted(
-            {n[: -len(".sh")] for n in bundle.files if n.endswith(".sh") and "/" not in n}
-        )
+        # A wrapper is NAME.sh with NAME a process's ROLE-INDEX (``jobs/paths.process_name``);
+        # other scripts of the job (Horovod's host discovery) are no process.
+        names = sorted(n[: -len(".sh")] for n in bundle.files if PROCESS_WRAPPER.fullmatch(n))
         for name in names:
             info = recorded.get(name) or {}
             exit_text = bundle.text(f"{name}.exit").strip()
