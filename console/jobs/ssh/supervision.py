@@ -86,7 +86,7 @@ def supervisor_spec(
         "hang_timeout": plan.hang_timeout,
         "stop_on_hang": plan.stop_on_hang,
         "max_restarts": plan.max_restarts,
-        "min_hosts": plan.min_hosts,  # ddp elastic: a lost host above it is a scale-down
+        "min_hosts": plan.min_hosts,  # elastic (ddp, Horovod): a lost host above it is a scale-down
         "name": plan.name,
         "notify": dataclasses.asdict(plan.notify) if plan.notify is not None else None,
         "processes": processes,

@@ -43,7 +43,7 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     (
         "min_hosts",
         "Min hosts",
-        "ddp: go on while M hosts remain, the first one among them (needs restarts ≥ 1)",
+        "ddp or horovod elastic: go on while M hosts remain (needs restarts ≥ 1)",
     ),
     (
         "spare_hosts",
