@@ -13,6 +13,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -202,56 +205,90 @@ while True:
 """
 
 
-def test_a_node_whose_head_is_gone_kills_its_ray_at_once(tmp_path) -> None:
-    """The node script with a stub ``ray`` and a head port that answers once, then is
-    closed: the node stops without asking ``ray start`` to shut down (TERM would only
-    start a drain through the gone GCS, waited out to SHUTDOWN_WAIT_S) and leaves
-    nothing of its session."""
+@contextlib.contextmanager
+def node_with_stub_ray(tmp_path: Path) -> Iterator[tuple[socket.socket, subprocess.Popen[str]]]:
+    """Node 1's script, running with a stub ``ray`` (its log: ``tmp_path/ray.log``), in a
+    session of its own; its head's GCS port is the yielded listening socket (127.0.0.1),
+    which the node has probed once. Whatever is left of the session goes afterwards."""
     stub = tmp_path / "bin" / "ray"
     stub.parent.mkdir()
     stub.write_text(STUB_RAY)
     stub.chmod(0o755)
-    log = tmp_path / "ray.log"
-    with socket.socket() as head:
-        head.bind(("127.0.0.1", 0))
-        head.listen()
-        port = head.getsockname()[1]
-        hosts = Inventory(
-            path="hosts.yaml",
-            hosts=tuple(
-                Host(name=f"n{i}", address="127.0.0.1", work_dir=str(tmp_path / f"w{i}"))
-                for i in range(2)
-            ),
-        )
-        script = (
-            plan(make_spec(kind="ray", program="driver.py", master_port=port), hosts, job_id=JOB)
-            .launches[1]
-            .argv[2]
-        )
-        env = dict(os.environ, PATH=f"{stub.parent}:{os.environ['PATH']}", RAY_STUB_LOG=str(log))
-        node = subprocess.Popen(
-            ["bash", "-c", script, plan_ray.NODE_WRAPPER],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        try:
-            head.settimeout(30)
-            head.accept()[0].close()  # the node saw its head once
-        except BaseException:
-            os.killpg(node.pid, signal.SIGKILL)
-            raise
+    head = socket.socket()
+    head.bind(("127.0.0.1", 0))
+    head.listen()
+    head.settimeout(30)
+    hosts = Inventory(
+        path="hosts.yaml",
+        hosts=tuple(
+            Host(name=f"n{i}", address="127.0.0.1", work_dir=str(tmp_path / f"w{i}"))
+            for i in range(2)
+        ),
+    )
+    spec = make_spec(kind="ray", program="driver.py", master_port=head.getsockname()[1])
+    script = plan(spec, hosts, job_id=JOB).launches[1].argv[2]
+    env = dict(
+        os.environ,
+        PATH=f"{stub.parent}:{os.environ['PATH']}",
+        RAY_STUB_LOG=str(tmp_path / "ray.log"),
+    )
+    node = subprocess.Popen(
+        ["bash", "-c", script, plan_ray.NODE_WRAPPER],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        _, err = node.communicate(timeout=60)
+        head.accept()[0].close()  # the node saw its head once
+        wait_for_line(tmp_path / "ray.log", "started", node)
+        yield head, node
     finally:
+        head.close()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(node.pid, signal.SIGKILL)
+        node.wait()
         shutil.rmtree(plan_ray.private_dir(JOB, "n1"), ignore_errors=True)
-    assert node.returncode == 0, err
-    assert f"the Ray head at 127.0.0.1:{port} is gone; stopping this node" in err
-    assert log.read_text().splitlines() == ["started"]  # killed, never asked to stop
-    assert [p.pid for p in psutil.process_iter() if _in_session(p.pid, node.pid)] == []
+
+
+def test_a_node_whose_head_is_gone_kills_its_ray_at_once(tmp_path: Path) -> None:
+    """The head's port answers once, then is closed: the node stops without asking
+    ``ray start`` to shut down (TERM would only start a drain through the gone GCS,
+    waited out to SHUTDOWN_WAIT_S) and leaves nothing of its session."""
+    with node_with_stub_ray(tmp_path) as (head, node):
+        port = head.getsockname()[1]
+        head.close()
+        _, err = node.communicate(timeout=60)
+        assert node.returncode == 0, err
+        assert f"the Ray head at 127.0.0.1:{port} is gone; stopping this node" in err
+        assert (tmp_path / "ray.log").read_text().splitlines() == ["started"]  # never TERMed
+        assert [p.pid for p in psutil.process_iter() if _in_session(p.pid, node.pid)] == []
+
+
+def test_a_stopped_node_waits_on_ray_start_only_while_its_head_answers(tmp_path: Path) -> None:
+    """A stop TERMs the node: its ``ray start`` is asked to shut down (TERM), and the node
+    waits for that while the head's GCS port answers (it probes it meanwhile); once the
+    head is gone (as a stop TERMs the head too), it kills what is left at once."""
+    with node_with_stub_ray(tmp_path) as (head, node):
+        node.send_signal(signal.SIGTERM)
+        log = tmp_path / "ray.log"
+        wait_for_line(log, "TERM", node)
+        # The stop asks whether the head still answers, again and again (two answers: one
+        # connection may be the watch loop's, made before the TERM).
+        for _ in range(2):
+            head.accept()[0].close()
+        head.close()
+        _, err = node.communicate(timeout=60)
+        assert node.returncode == 143, err
+        assert log.read_text().splitlines() == ["started", "TERM"]
+        assert [p.pid for p in psutil.process_iter() if _in_session(p.pid, node.pid)] == []
+
+
+def wait_for_line(path: Path, line: str, node: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists() or line not in path.read_text().splitlines():
+        assert node.poll() is None and time.monotonic() < deadline, f"no {line!r} in {path}"
+        time.sleep(0.02)
 
 
 def _in_session(pid: int, sid: int) -> bool:

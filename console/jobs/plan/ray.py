@@ -13,7 +13,8 @@ session's processes at once.
 Stopping a node: TERM to ``ray start --block`` alone is Ray's own clean shutdown (it
 stops its raylet, GCS, dashboard and agents; ~3 s on the head). A TERM to all of them
 at once (what a stop sends to the job's process groups), or a head already gone, leaves
-``ray start`` waiting on the GCS and the agents orphaned (seen with Ray 2.60). Ray's
+``ray start`` waiting on the GCS and the agents orphaned (seen with Ray 2.60): a node
+waits on its ``ray start`` only while the head's GCS port answers. Ray's
 workers lead process groups of their own, and Ray retitles its processes
 (setproctitle), which blanks their /proc environ, so neither the job's process group
 nor the ``DISTCONSOLE_JOB_ID`` marker finds them all; they do stay in the job process's
@@ -243,7 +244,9 @@ kill_session() {  # every other process of this job process's session, by SIGKIL
 stop_ray() {  # ray start's own shutdown first, then whatever it left behind
   local i=0
   kill -TERM "$ray" 2>/dev/null
-  while alive "$ray" && [ $i -lt WAIT_TENTHS ]; do sleep 0.1; i=$((i+1)); done
+  while alive "$ray" && [ $i -lt WAIT_TENTHS ] && shutdown_can_end; do
+    sleep 0.1; i=$((i+1))
+  done
   kill_session
   wait "$ray" 2>/dev/null
 }"""
@@ -268,6 +271,7 @@ def head_script(p: Placement, ph: PlacedHost, driver: tuple[str, ...]) -> str:
     lines = [
         f"# distconsole job {p.job_id}: Ray head and driver (console/jobs/plan/ray.py)",
         *_common(p, ph),
+        "shutdown_can_end() { :; }",
         f"{shell_join(start_argv(p, ph, 0))} >{out} 2>{err} </dev/null &",
         "ray=$!",
         "driver=",
@@ -302,6 +306,10 @@ def node_script(p: Placement, ph: PlacedHost, k: int) -> str:
     lines = [
         f"# distconsole job {p.job_id}: Ray node {k} (console/jobs/plan/ray.py)",
         *_common(p, ph),
+        # A node's ray start drains through the head's GCS: once the head no longer
+        # answers, waiting on its own shutdown is waiting for nothing (a stop TERMs the
+        # head's processes too).
+        f"shutdown_can_end() {{ timeout 1 bash -c {probe} 2>/dev/null; }}",
         f"{shell_join(start_argv(p, ph, k))} </dev/null &",
         "ray=$!",
         "trap 'stop_ray; exit 143' TERM INT HUP",
