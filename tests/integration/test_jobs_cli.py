@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import signal
 import socket
@@ -120,14 +121,28 @@ def test_detached_job_is_reattached_by_a_new_process(sshd_cluster, tmp_path) -> 
     jobs = jobs_json(tmp_path, cluster.inventory_path)
     assert [(j["id"], j["state"]) for j in jobs] == [(job_id, "running")]
     assert live_processes(cluster).keys() == {"node0", "node1"}
+    # Once the leader's supervisor has recorded the end (read here: a jobs --json every
+    # second is CPU the ranks wait for), a new process reads the job succeeded.
+    record = leader_job_dir(cluster, job_id) / "supervisor.json"
     deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        state = jobs_json(tmp_path, cluster.inventory_path)[0]["state"]
-        if state != "running":
-            break
-        time.sleep(1)
-    assert state == "succeeded"
+    while not json_field(record, "ended_at") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [j["state"] for j in jobs_json(tmp_path, cluster.inventory_path)] == ["succeeded"]
     assert_nothing_left(cluster)
+
+
+def leader_job_dir(cluster: SshdCluster, job_id: str) -> Path:
+    """node0's job directory (work_dir ~/distconsole): the leader's supervisor files."""
+    home = pwd.getpwnam(cluster.host("node0").user).pw_dir
+    return Path(home) / "distconsole" / ".distconsole" / "jobs" / job_id
+
+
+def json_field(path: Path, key: str) -> Any:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
 
 
 def test_ctrl_c_stops_the_job_on_every_host_and_exits_130(sshd_cluster, tmp_path) -> None:
