@@ -182,16 +182,21 @@ class SvLocal:
 
     def _signal(self, sig: int) -> None:
         me = os.getpgrp()
+        signalled = set()
         for pgid in sorted(self.groups):
             if pgid != me:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pgid, sig)
+                    signalled.add(pgid)
         for pid in marked_pids(self.job_id):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 pgid = os.getpgid(pid)
+                if pgid in signalled:
+                    continue  # once is enough: a second TERM can hang torchrun at exit
                 if pgid != me and pgid not in self.groups:
                     self.groups.add(pgid)
                     os.killpg(pgid, sig)
+                    signalled.add(pgid)
                 else:
                     os.kill(pid, sig)
         for pgid in sorted(set(session_members(self.sessions).values()) - self.groups - {me}):
