@@ -95,6 +95,13 @@ def supervisor_pid(cluster: SshdCluster, host: str, job_id: str) -> int:
     return int((job_dir(cluster, host, job_id) / name).read_text())
 
 
+def peer_connected(cluster: SshdCluster, job_id: str, peer: str) -> bool:
+    return any(
+        e["event"] == "peer-connected" and e.get("peer") == peer
+        for e in events(cluster, "node0", job_id)
+    )
+
+
 def commands(cluster: SshdCluster) -> dict[str, list[str]]:
     """Each host's live processes' command lines (without their changing state)."""
     return {
@@ -250,6 +257,9 @@ def test_one_follower_supervisor_killed_leaves_the_job_running_unsupervised(
     stops nothing; a fresh console reads the job unsupervised on node1."""
     cluster = sshd_cluster(n=2)
     job_id = launch_loops(tmp_path, cluster)
+    # Once node1's supervisor has joined the leader: killed before, it never connected,
+    # which the leader takes for a lost host, not an unsupervised one.
+    wait_for(lambda: peer_connected(cluster, job_id, "node1"))
     os.kill(supervisor_pid(cluster, "node1", job_id), signal.SIGKILL)
     leader_file = job_dir(cluster, "node0", job_id) / "supervisor.json"
     wait_for(lambda: "node1" in (read_json(leader_file).get("unsupervised") or {}))
