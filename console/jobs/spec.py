@@ -28,6 +28,7 @@ from console.jobs.plan.netpresets import NetPreset
 from console.jobs.spec_options import (
     DEFAULT_HANG_TIMEOUT,
     RAY_FIELDS,
+    FieldProblem,
     HangChecks,
     NetChecks,
     RayChecks,
@@ -35,6 +36,8 @@ from console.jobs.spec_options import (
     SyncChecks,
     no_control_chars,
 )
+from console.jobs.spec_recovery import HOROVOD_ELASTIC_VAR as HOROVOD_ELASTIC_VAR
+from console.jobs.spec_recovery import RecoveryRules
 from console.names import (
     env_name_problem,
     interface_problem,
@@ -47,8 +50,6 @@ EXAMPLE_PREFIX = "example:"
 EXAMPLES = ("ddp", "horovod", "ps", "ray")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
 MAX_SLOTS = 1024
-# "1" in the job's env asks for Horovod elastic (jobs/plan/horovod_elastic.py ELASTIC_VAR).
-HOROVOD_ELASTIC_VAR = "DISTCONSOLE_HOROVOD_ELASTIC"
 MAX_TASKS = 4096
 
 # spec field -> CLI option that sets it (for messages on the command line)
@@ -91,7 +92,16 @@ CLI_OPTION: dict[str, str] = {
 }
 
 
-class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, RestartChecks, BaseModel):
+class JobSpec(
+    NetChecks,
+    SyncChecks,
+    RayChecks,
+    HangChecks,
+    NotifyChecks,
+    RestartChecks,
+    RecoveryRules,
+    BaseModel,
+):
     """One job as the user described it (before it is placed on hosts)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -259,7 +269,7 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     @model_validator(mode="after")
     def _per_kind(self) -> JobSpec:
         if self.workdir is not None and not _host_absolute(self.workdir) and self.sync is None:
-            raise _FieldProblem(
+            raise FieldProblem(
                 "workdir",
                 f"must be an absolute path or start with ~/, got {self.workdir!r} "
                 "(a relative one means inside --sync DIR)",
@@ -267,25 +277,25 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
         if self.kind is not JobKind.PS:
             for field in ("ps", "workers"):
                 if getattr(self, field) is not None:
-                    raise _FieldProblem(field, "only applies to --kind ps")
+                    raise FieldProblem(field, "only applies to --kind ps")
             if self.chief:
-                raise _FieldProblem("chief", "only applies to --kind ps")
+                raise FieldProblem("chief", "only applies to --kind ps")
         else:
             if self.ps is not None and self.ps < 1:
-                raise _FieldProblem("ps", "a ps job needs at least one ps task")
+                raise FieldProblem("ps", "a ps job needs at least one ps task")
             if self.workers is not None and self.workers < 1:
-                raise _FieldProblem("workers", "a ps job needs at least one worker")
+                raise FieldProblem("workers", "a ps job needs at least one worker")
         if self.kind is not JobKind.RAY:
             for field in RAY_FIELDS:
                 if getattr(self, field) is not None:
-                    raise _FieldProblem(field, "only applies to --kind ray")
+                    raise FieldProblem(field, "only applies to --kind ray")
         if self.horovod_launcher != "gloo" and self.kind is not JobKind.HOROVOD:
-            raise _FieldProblem("horovod_launcher", "only applies to --kind horovod")
+            raise FieldProblem("horovod_launcher", "only applies to --kind horovod")
         if self.total_steps is None:
             for arg in self.args:
                 for token in ("{steps_per_rank}", "{total_steps}"):
                     if token in arg:
-                        raise _FieldProblem(
+                        raise FieldProblem(
                             "total_steps", f"the arguments use {token}; set the total steps"
                         )
         return self
@@ -293,66 +303,8 @@ class JobSpec(NetChecks, SyncChecks, RayChecks, HangChecks, NotifyChecks, Restar
     @model_validator(mode="after")
     def _hang(self) -> JobSpec:
         if self.stop_on_hang and self.hang_timeout is None:
-            raise _FieldProblem("stop_on_hang", "needs hang detection (a hang timeout above 0)")
+            raise FieldProblem("stop_on_hang", "needs hang detection (a hang timeout above 0)")
         return self
-
-    @model_validator(mode="after")
-    def _restarts(self) -> JobSpec:
-        if self.kind is JobKind.RAY and self.max_restarts:
-            raise _FieldProblem("max_restarts", "does not apply to --kind ray (Ray retries tasks)")
-        if self.min_hosts is not None:
-            self._min_hosts_applies()
-        if self.horovod_elastic and self.kind is not JobKind.HOROVOD:
-            raise _FieldProblem(
-                "horovod_elastic", f"applies to --kind horovod only, not {self.kind.value}"
-            )
-        if self.horovod_elastic and self.horovod_launcher != "gloo":
-            raise _FieldProblem(
-                "horovod_elastic",
-                "needs --horovod-launcher gloo: horovodrun --mpi has no elastic mode",
-            )
-        if self.horovod_elastic and self.max_restarts == 0:
-            raise _FieldProblem(
-                "horovod_elastic", "needs --max-restarts N of at least 1 (Horovod's resets)"
-            )
-        if self.min_hosts is not None and self.max_restarts == 0:
-            raise _FieldProblem(
-                "min_hosts",
-                "needs --max-restarts N of at least 1: torchrun takes a lost host as a "
-                "restart of the survivors (each scale-down uses one)"
-                if self.kind is JobKind.DDP
-                else "needs --max-restarts N of at least 1: Horovod elastic (horovodrun --min-np) "
-                "runs only with restarts",
-            )
-        if self.spare_hosts and (self.kind is not JobKind.DDP or self.max_restarts == 0):
-            raise _FieldProblem(
-                "spare_hosts", "applies to --kind ddp with --min-hosts and --max-restarts only"
-            )
-        if set(self.spare_hosts) & set(self.hosts):
-            shared = ", ".join(h for h in self.spare_hosts if h in self.hosts)
-            raise _FieldProblem("spare_hosts", f"{shared} is already one of the job's --hosts")
-        return self
-
-    def _min_hosts_applies(self) -> None:
-        """--min-hosts: ddp (torchrun's elastic membership), or horovod under Horovod
-        elastic (horovodrun --min-np; the switch, or its variable in the job's env)."""
-        if self.kind is JobKind.DDP:
-            return
-        if self.kind is JobKind.HOROVOD:
-            asked = self.env.get(HOROVOD_ELASTIC_VAR, "").strip().lower() in ("1", "true", "yes")
-            if (self.horovod_elastic or asked) and self.horovod_launcher == "gloo":
-                return
-            raise _FieldProblem(
-                "min_hosts",
-                "applies to a horovod job under Horovod elastic only (horovodrun --min-np): "
-                f"--horovod-elastic or {HOROVOD_ELASTIC_VAR}=1 in its environment, with "
-                "--max-restarts and the gloo launcher",
-            )
-        raise _FieldProblem(
-            "min_hosts",
-            "applies to --kind ddp (torchrun's elastic membership) and to --kind horovod "
-            f"with --horovod-elastic, not {self.kind.value}",
-        )
 
     @property
     def display_name(self) -> str:
@@ -379,15 +331,6 @@ def _host_absolute(path: str) -> bool:
     return path.startswith("/") or path == "~" or path.startswith("~/")
 
 
-class _FieldProblem(ValueError):
-    """Raised inside a model validator to say which field a cross-field problem is about."""
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(message)
-
-
 # Wording for the spec's own fields; everything else reads as in console/validation.py.
 _WORDING = {
     ("kind", "enum"): "must be one of: " + ", ".join(k.value for k in JobKind),
@@ -398,7 +341,7 @@ _WORDING = {
 
 def _spec_error(exc: ValidationError) -> JobSpecError:
     inner = (exc.errors()[0].get("ctx") or {}).get("error")
-    if isinstance(inner, _FieldProblem):
+    if isinstance(inner, FieldProblem):
         return JobSpecError(inner.field, inner.message)
     problem = first_problem(
         exc,

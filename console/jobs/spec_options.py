@@ -23,6 +23,15 @@ RAY_MIN_OBJECT_STORE = 75 * 1024 * 1024
 RAY_FIELDS = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 
 
+class FieldProblem(ValueError):
+    """Raised inside a model validator to say which field a cross-field problem is about."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(message)
+
+
 def no_control_chars(value: str, what: str) -> str:
     if "\x00" in value or "\n" in value or "\r" in value:
         raise ValueError(f"{what} must not contain NUL or line breaks")
