@@ -126,6 +126,14 @@ def state_text(record: JobRecord) -> str:
     )
 
 
+def hosts_text(record: JobRecord) -> str:
+    """The job's planned hosts, its spares (--spare-hosts) named apart: a spare is not in
+    the job until it replaces a lost host (the state's "3 of 3 hosts" counts it then)."""
+    summary = record.summary()
+    spares = summary["spare_hosts"]
+    return ",".join(summary["hosts"]) + (f" (spares: {','.join(spares)})" if spares else "")
+
+
 def render(records: Sequence[JobRecord]) -> str:
     if not records:
         return "no jobs\n"
@@ -136,7 +144,7 @@ def render(records: Sequence[JobRecord]) -> str:
             r.kind.value,
             state_text(r),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
-            ",".join(r.hosts),
+            hosts_text(r),
         ]
         for r in records
     ]

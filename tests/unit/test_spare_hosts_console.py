@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from console.commands.jobs import render
 from console.inventory import Host, Inventory
 from console.jobs.history import JobRecord
 from console.jobs.membership import plan_spares, replacements
@@ -158,6 +159,12 @@ def test_jobs_json_lists_the_planned_hosts_the_spares_and_those_that_joined() ->
     assert joined["spare_hosts"] == ["node3"] and joined["spares_joined"] == ["node3"]
     assert joined["hosts_now"] == ["node0", "node1", "node3"] and joined["hosts_total"] == 3
     json.dumps(joined)  # what `jobs --json` prints
+
+
+def test_the_jobs_table_names_the_spares_apart_from_the_jobs_hosts() -> None:
+    table = render([spare_record(REPLACED)])
+    assert "node0,node1,node2 (spares: node3)" in table, table
+    assert "3 of 3 hosts" in table, table
 
 
 def test_summary_says_which_host_each_spare_replaced_and_when() -> None:
