@@ -35,6 +35,7 @@ class LaunchDraft:
     fail_fast: bool = True
     preflight: bool = True
     stop_on_hang: bool = False
+    horovod_elastic: bool = False
 
 
 @dataclass(eq=False)

@@ -178,3 +178,13 @@ def test_min_hosts_on_a_horovod_job_that_is_not_elastic_is_a_plan_error() -> Non
     spec = make_spec(kind="horovod", program="t.py", min_hosts=2, env=ELASTIC)
     with pytest.raises(PlanError, match="--min-hosts 2 applies to a horovod job under Horovod"):
         plan(spec, inventory(), job_id=JOB)
+
+
+def test_the_switch_without_restarts_from_anywhere_is_a_plan_error() -> None:
+    # No --max-restarts and none in hosts.yaml: not silently plain horovodrun.
+    spec = make_spec(kind="horovod", program="t.py", horovod_elastic=True)
+    with pytest.raises(PlanError, match="--horovod-elastic needs --max-restarts N"):
+        plan(spec, inventory(), job_id=JOB)
+    # The env var alone (often a host's default in hosts.yaml) still just asks.
+    asked = plan(make_spec(kind="horovod", program="t.py", env=ELASTIC), inventory(), job_id=JOB)
+    assert asked.launches[0].role == "launcher"

@@ -114,6 +114,16 @@ def uses_elastic(p: Placement) -> bool:
     )
 
 
+def check_restarts(p: Placement) -> None:
+    """``--horovod-elastic`` with no restarts (none given, none in hosts.yaml) would run
+    plain horovodrun without a word: refused, naming the option."""
+    if p.spec.kind is JobKind.HOROVOD and p.spec.horovod_elastic and not max_restarts(p):
+        raise PlanError(
+            "--horovod-elastic needs --max-restarts N of at least 1 (Horovod's resets); "
+            "neither the job nor the leader host's max_restarts in hosts.yaml gives any"
+        )
+
+
 def why_not(p: Placement) -> str | None:
     """For a horovod job with restarts that is not elastic: why, for the plan's notes."""
     spec = p.spec

@@ -208,6 +208,7 @@ def plan_mpi(p: Placement) -> JobPlan:
     # Each host's rank runs its own python, paths and env (see console/jobs/plan/mpi_ranks.py).
     programs = {h.name: program_argv(spec, h.host.python, h.job_dir, args) for h in p.hosts}
     exports = {h.name: env_differences(env, _env(p, h, world_size, spr)) for h in p.hosts}
+    horovod_elastic.check_restarts(p)
     elastic = horovod_elastic.uses_elastic(p)
     wrapped = rank_argv(rank_script(p, programs, exports, elastic=elastic))
     horovod = spec.kind is JobKind.HOROVOD

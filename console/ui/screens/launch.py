@@ -111,6 +111,12 @@ class LaunchScreen(Screen[str | None]):
                     id="stop_on_hang",
                 )
                 yield Checkbox(
+                    "Horovod elastic: the program uses hvd.elastic (gloo, restarts ≥ 1)",
+                    self.draft.horovod_elastic if self.draft else False,
+                    id="horovod_elastic",
+                )
+                yield Static("", id="error-horovod_elastic", classes="field-error", markup=False)
+                yield Checkbox(
                     "Run the pre-flight checks before starting", preflight, id="preflight"
                 )
             with VerticalScroll(id="launch-preview-box") as box:
@@ -156,6 +162,7 @@ class LaunchScreen(Screen[str | None]):
             },
             fail_fast=values["fail_fast"],
             stop_on_hang=values["stop_on_hang"],
+            horovod_elastic=values["horovod_elastic"],
             preflight=self.query_one("#preflight", Checkbox).value,
         )
         self.services.launch_draft = self.draft
@@ -167,6 +174,7 @@ class LaunchScreen(Screen[str | None]):
             "net": str(self.query_one("#net", Select).value),
             "fail_fast": self.query_one("#fail_fast", Checkbox).value,
             "stop_on_hang": self.query_one("#stop_on_hang", Checkbox).value,
+            "horovod_elastic": self.query_one("#horovod_elastic", Checkbox).value,
         }
         for name, _, _ in TEXT_FIELDS:
             values[name] = self.query_one(f"#{name}", Input).value
@@ -186,6 +194,11 @@ class LaunchScreen(Screen[str | None]):
                 self.query_one(selector).display = shown
             if not shown:
                 values[name] = ""
+        horovod = values["kind"] == JobKind.HOROVOD.value
+        for selector in ("#horovod_elastic", "#error-horovod_elastic"):
+            self.query_one(selector).display = horovod
+        if not horovod:
+            values["horovod_elastic"] = False
         hca = values["net"] in NET_HCA
         for selector in ("#ib_hca", "#label-ib_hca", "#error-ib_hca"):
             self.query_one(selector).display = hca

@@ -67,6 +67,8 @@ INT_FIELDS = (
     "min_hosts",
 )
 FIELD_NAMES = tuple(name for name, _, _ in TEXT_FIELDS)
+# Switches with an error line of their own under them (the others never fail).
+SWITCH_ERRORS = ("horovod_elastic",)
 PS_ONLY = ("ps", "workers")
 RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
 # The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
@@ -86,6 +88,8 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
     fields["fail_fast"] = bool(values.get("fail_fast", True))
     fields["net"] = values.get("net") or "auto"  # as --net: JobSpec and the planner judge it
     fields["stop_on_hang"] = bool(values.get("stop_on_hang", False))
+    if values.get("horovod_elastic"):
+        fields["horovod_elastic"] = True
     for name, _, _ in TEXT_FIELDS:
         raw = str(values.get(name, "")).strip()
         if not raw:
@@ -137,6 +141,6 @@ def plan_problem(exc: PlanError) -> dict[str, str]:
     --min-hosts M``: the Spare hosts field), else on ``plan`` (the status line)."""
     text = str(exc)
     for field, option in CLI_OPTION.items():
-        if field in FIELD_NAMES and text.startswith(option + " "):
+        if field in (*FIELD_NAMES, *SWITCH_ERRORS) and text.startswith(option + " "):
             return {field: text}
     return {"plan": text}
