@@ -79,9 +79,22 @@ PEER_LOST = re.compile(
 )
 
 
+# A torchrun whose root cause (its first observed failure) is a rank killed by one of
+# these followed another: a stop's signal, or gloo's abort when a peer vanished from
+# under a collective (SIGABRT, with no line of its own saying so).
+CONSEQUENCE_SIGNALS = ("SIGABRT", "SIGTERM", "SIGKILL", "SIGINT", "SIGHUP")
+_TOLD_KILLED = re.compile(
+    r"root cause: rank \d+.*: killed by (" + "|".join(CONSEQUENCE_SIGNALS) + r")\b"
+)
+
+
 def followed_another(lines: Sequence[str]) -> bool:
-    """True when a failure's own lines say it followed another's (:data:`PEER_LOST`)."""
-    return any(PEER_LOST.search(line) for line in lines)
+    """True when a failure's own lines say it followed another's (:data:`PEER_LOST`), or
+    torchrun's root cause among them is a rank a :data:`CONSEQUENCE_SIGNALS` killed."""
+    if any(PEER_LOST.search(line) or _TOLD_KILLED.search(line) for line in lines):
+        return True
+    root, _others = torchrun_failures(lines)
+    return root is not None and root["signal"] in CONSEQUENCE_SIGNALS
 
 
 def first_error(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[str, ...]:

@@ -98,7 +98,9 @@ def test_launch_of_a_failing_job_exits_1_naming_the_root_cause(sshd_cluster, tmp
         "--crash-rank", "2", "--crash-at-step", "5",
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
-    assert re.search(r"node1 torchrun-1 \(rank 2\) failed: exit status [1-9]", result.stderr)
+    assert re.search(r"node1 torchrun-1 \(rank 2\) failed: exit status [1-9]", result.stderr), (
+        result.stderr
+    )
     assert re.search(r"root cause: rank 2 on \S+: exit status 3 at \d{4}-\d\d-\d\d_", result.stderr)
     cause = result.stderr.split("root cause:", 1)[1].split("last lines of its output:")[0]
     assert "[default0]:rank 2 crashing at step 5 as asked" in cause, result.stderr

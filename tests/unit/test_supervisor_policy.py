@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from console.hostprogs.failure_lines import followed_another
 from console.hostprogs.supervisor.policy import (
     HangSeen,
     HostSilent,
@@ -211,3 +212,48 @@ def test_the_supervisor_source_is_one_script_with_its_parts() -> None:
         assert name in source
     # jobctl's own entry point is left out: only the supervisor's runs.
     assert source.count('if __name__ == "__main__":') == 1
+
+
+# torchrun's own report when gloo aborted its rank after a peer vanished: no line of the
+# rank's says why (a CI run's node0, where rank 2 on node1 had exited 3).
+ABORTED = (
+    "console.examples.ddp_train FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "  <NO_OTHER_FAILURES>",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2026-11-26_20:03:41",
+    "  host      : node0",
+    "  rank      : 0 (local_rank: 0)",
+    "  exitcode  : -6 (pid: 27284)",
+    "  error_file: <N/A>",
+    "  traceback : Signal 6 (SIGABRT) received by PID 27284",
+    "============================================================",
+)
+# node1's: rank 2 exited 3 (the cause) and torchrun's abort of its neighbour is listed
+# among the failures: still the cause.
+CRASHED = (
+    "Failures:",
+    "[1]:",
+    "  rank      : 3 (local_rank: 1)",
+    "  exitcode  : -6 (pid: 27301)",
+    "  traceback : Signal 6 (SIGABRT) received by PID 27301",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2026-11-26_20:03:41",
+    "  host      : node1",
+    "  rank      : 2 (local_rank: 0)",
+    "  exitcode  : 3 (pid: 27300)",
+)
+
+
+def test_a_torchrun_whose_root_cause_was_aborted_gives_way_to_the_crash() -> None:
+    assert followed_another(ABORTED) and not followed_another(CRASHED)
+    policy = JobPolicy(list(DDP), "ddp")
+    policy.feed(ProcessEnded("node0", "torchrun-0", 1, 10.0, lines=ABORTED))
+    policy.feed(ProcessEnded("node1", "torchrun-1", 1, 12.0, lines=CRASHED))
+    failure = policy.first_failure
+    assert failure is not None and failure.host == "node1", failure
