@@ -55,7 +55,7 @@ def test_horovod_elastic_restarts_a_crashed_rank_and_resumes(sshd_cluster, tmp_p
         "--", "example:horovod", "--steps", "30", "--crash-rank", "1", "--crash-at-step", "13",
         "--crash-once", "--sleep", "0.25",
     )  # fmt: skip
-    job = wait_until_over(tmp_path, cluster, JOB_TIMEOUT_S)
+    job = wait_until_over(tmp_path, cluster, JOB_TIMEOUT_S, job_id=job_id)
     took = time.monotonic() - started
     launcher = job_dir(cluster, "node0", job_id)
     log = (launcher / "horovodrun-0.err").read_text(errors="replace")[-4000:]
