@@ -47,6 +47,13 @@ async def set_field(pilot: Pilot[Any], screen: LaunchScreen, name: str, value: s
     await pilot.pause()
 
 
+async def put_field(pilot: Pilot[Any], screen: LaunchScreen, name: str, value: str) -> None:
+    """The value at once, as a paste would (a long path typed key by key re-plans the
+    preview at every key)."""
+    screen.query_one(f"#{name}", Input).value = value
+    await pilot.pause()
+
+
 def text(screen: LaunchScreen, selector: str) -> str:
     return str(screen.query_one(selector, Static).render())
 
@@ -135,7 +142,7 @@ async def test_preview_with_sync_runs_in_the_synced_copy(tmp_path: Path) -> None
         await set_field(pilot, screen, "program", "src/train.py")
         preview = text(screen, "#launch-preview")
         assert "sync:" not in preview and "trees/" not in preview
-        await set_field(pilot, screen, "sync", str(project))
+        await put_field(pilot, screen, "sync", str(project))
         await set_field(pilot, screen, "workdir", "src")
         preview = text(screen, "#launch-preview")
         copy = f"~/.cache/distconsole/sync/trees/my-project-{TREE_ID_PLACEHOLDER}/src"
