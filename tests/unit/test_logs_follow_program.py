@@ -176,19 +176,26 @@ def test_carriage_return_ends_a_progress_bar_line(tmp_path: Path) -> None:
         proc.wait()
 
 
-def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None:
-    job = tmp_path / "job"
-    job.mkdir()
-    (job / "rank-0.out").write_bytes(b"one\ntw")
-    cfg = {"dirs": [{"p": str(job)}], "poll": 0.02, "heartbeat": 0.5}
+def start_follower(cfg: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """A live follower (not drain mode), its source sent on stdin as to a host."""
     proc = subprocess.Popen(
         [sys.executable, "-u", "-", json.dumps(cfg)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
     proc.stdin.write(program_source().encode())
     proc.stdin.close()
+    return proc
+
+
+def test_follow_holds_a_partial_line_and_finds_new_files(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank-0.out").write_bytes(b"one\ntw")
+    cfg = {"dirs": [{"p": str(job)}], "poll": 0.02, "heartbeat": 0.5}
+    proc = start_follower(cfg)
+    assert proc.stdout is not None
     seen: list[dict[str, Any]] = []
     reader = FrameReader(proc.stdout)
 
@@ -258,14 +265,8 @@ def test_a_supervisors_final_state_ends_a_follow_whose_exit_file_never_came(
     }
     leader.write_text(json.dumps({"host": "node0", "state": "failed"}))
     mine.write_text(json.dumps({"host": "node1", "state": "running"}))
-    proc = subprocess.Popen(
-        [sys.executable, "-u", "-", json.dumps(cfg)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(program_source().encode())
-    proc.stdin.close()
+    proc = start_follower(cfg)
+    assert proc.stdout is not None
     reader = FrameReader(proc.stdout)
     seen: list[dict[str, Any]] = []
     try:
