@@ -25,6 +25,7 @@ from console.hostprogs.sampler.schema import (
     PROCESS_FIELDS,
     PROCESS_OWNER_FIELDS,
 )
+from console.hostprogs.sampler.simulated import model_for_tags
 from console.inventory import Host
 from console.probe import nvsmi_csv
 from console.probe.health_models import HostHealth, decode_health
@@ -56,7 +57,8 @@ def program_source() -> str:
 def sampler_host_program(host: Host, interval: float) -> HostProgram:
     mode = "simulated" if host.gpu_source == "simulated" else "auto"
     gpus = host.gpus if isinstance(host.gpus, int) else 0
-    args = (f"{interval:g}", mode, str(gpus), host.name)
+    # The fifth: the simulated board's name (an h100-tagged demo host shows an H100).
+    args = (f"{interval:g}", mode, str(gpus), host.name, model_for_tags(host.tags))
     return HostProgram(sampler_program.PROGRAM, program_source(), args)
 
 

@@ -47,7 +47,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         QUERY_APPS,
         query_gpu,
     )
-    from console.hostprogs.sampler.simulated import SimulatedGpus
+    from console.hostprogs.sampler.simulated import SIMULATED_MODEL, SimulatedGpus
 
 PROGRAM = "sampler"
 VERSION = 3  # of its records (1: no hello, a "v" in every line; 2: no "health")
@@ -122,6 +122,7 @@ def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else "auto"
     sim_count = int(argv[2]) if len(argv) > 2 else 0
     seed = argv[3] if len(argv) > 3 else "host"
+    model = argv[4] if len(argv) > 4 else SIMULATED_MODEL
     parent = os.getppid()
     if not write_line({"program": PROGRAM, "v": VERSION}):
         return 0
@@ -136,7 +137,7 @@ def main(argv: list[str]) -> int:
     guard = Bounded()
     health = Health(KernelXids() if HEALTH_ON and mode != "simulated" else None, bound)
     if mode == "simulated":
-        sim, source = SimulatedGpus(seed, sim_count or 4), "simulated"
+        sim, source = SimulatedGpus(seed, sim_count or 4, model), "simulated"
     else:
         try:
             done, nvml = guard.call(NvmlGpus, bound)

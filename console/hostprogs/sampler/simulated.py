@@ -30,6 +30,14 @@ LOCAL_RANK_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"
 # whose session started it, which these variables name.
 DEMO_VARS = ("DISTCONSOLE_DEMO_HOST", "DISTCONSOLE_DEMO_CLUSTER")
 SIMULATED_MODEL = "Simulated A100 80GB (simulated)"
+# An inventory tag naming a board picks the simulated model, so a host tagged h100
+# does not read as an A100 (first match wins; no such tag: the A100).
+MODEL_BY_TAG = (("h100", "Simulated H100 80GB (simulated)"), ("a100", SIMULATED_MODEL))
+# Every reader (the console's stream, `distconsole gpus`' one-shot line) derives a GPU's
+# figures from the clock and its processes' start times, never from its own history, so
+# two samplers of one host agree: memory grows with a rank's age, the board warms up
+# over WARM_S from its idle temperature.
+WARM_S = 20.0
 SIMULATED_MEMORY_MIB = 81920.0
 SIMULATED_POWER_LIMIT_W = 400.0
 
@@ -68,6 +76,35 @@ def parent_pid(pid: int) -> int | None:
     try:
         return int(fields[1])
     except (IndexError, ValueError):
+        return None
+
+
+def model_for_tags(tags: list[str] | tuple[str, ...]) -> str:
+    lowered = {t.lower() for t in tags}
+    return next((model for tag, model in MODEL_BY_TAG if tag in lowered), SIMULATED_MODEL)
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def started_at(pid: int, boot: float | None) -> float | None:
+    """When the process started (seconds since the epoch): the same answer for every
+    sampler that asks, unlike the time one sampler first saw it."""
+    if boot is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[-1].split()
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -115,6 +152,7 @@ class JobProcessScan:
         self._known: dict[int, dict[str, object] | None] = {}
         self.first_seen: dict[int, float] = {}
         self._mine = {k: os.environ[k] for k in DEMO_VARS if k in os.environ}
+        self._boot = _boot_time()
 
     def scan(self) -> dict[int, dict[str, object]]:
         try:
@@ -130,7 +168,7 @@ class JobProcessScan:
             if env is None or not env.get(JOB_VAR) or foreign:
                 self._known[pid] = None
                 continue
-            self.first_seen[pid] = time.time()
+            self.first_seen[pid] = started_at(pid, self._boot) or time.time()
             self._known[pid] = {
                 "job": env[JOB_VAR],
                 "rank": _int(env, RANK_VARS),
@@ -149,14 +187,21 @@ def _uuid(seed: str, index: int) -> str:
 class SimulatedGpus:
     """N simulated GPUs whose load follows the host's real job processes."""
 
-    def __init__(self, seed: str, count: int) -> None:
+    def __init__(self, seed: str, count: int, model: str = SIMULATED_MODEL) -> None:
         self.count = max(1, count)
         self.seed = seed
+        self.model = model
         import random
 
-        self._rng = random.Random(seed)
-        self._temps = [32.0 + self._rng.random() * 4 for _ in range(self.count)]
+        rng = random.Random(seed)
+        self._idle_temps = [32.0 + rng.random() * 4 for _ in range(self.count)]
         self._scan = JobProcessScan()
+
+    def _noise(self, index: int, now: float, what: str, spread: float) -> float:
+        """-spread..spread, the same for every sampler of this host in the same second."""
+        import random
+
+        return random.Random(f"{self.seed}/{index}/{what}/{int(now)}").uniform(-spread, spread)
 
     def _placed(self) -> dict[int, list[tuple[int, dict[str, object]]]]:
         procs = self._scan.scan()
@@ -183,9 +228,16 @@ class SimulatedGpus:
             procs = placed.get(i, [])
             busy = bool(procs)
             wave = math.sin(now / 7.0 + i * 1.3)
-            util = 88 + 8 * wave + self._rng.uniform(-3, 3) if busy else self._rng.uniform(0, 2)
+            noise = self._noise(i, now, "util", 3.0)
+            util = 88 + 8 * wave + noise if busy else abs(noise) * 2 / 3
             util = max(0.0, min(100.0, util))
-            self._temps[i] += ((34 + util * 0.42) - self._temps[i]) * 0.15
+            idle = self._idle_temps[i]
+            if busy:
+                busy_for = max(0.0, now - min(self._scan.first_seen.get(p, now) for p, _ in procs))
+                warmed = 1.0 - math.exp(-busy_for / WARM_S)
+                temperature = idle + (34 + util * 0.42 - idle) * warmed
+            else:
+                temperature = idle
             used = 0.0
             proc_dicts = []
             for pid, info in procs:
@@ -206,18 +258,18 @@ class SimulatedGpus:
                         },
                     )
                 )
-            power = 55 + util / 100 * (SIMULATED_POWER_LIMIT_W - 80) + self._rng.uniform(-5, 5)
+            power = 55 + util / 100 * (SIMULATED_POWER_LIMIT_W - 80) + self._noise(i, now, "w", 5)
             gpu = record(
                 GPU_FIELDS,
                 {
                     "index": i,
                     "uuid": _uuid(self.seed, i),
-                    "name": SIMULATED_MODEL,
+                    "name": self.model,
                     "utilization_gpu": round(util),
                     "utilization_memory": round(util * 0.45) if busy else 0,
                     "memory_used_mib": round(used + 4.0, 1),
                     "memory_total_mib": SIMULATED_MEMORY_MIB,
-                    "temperature_c": round(self._temps[i]),
+                    "temperature_c": round(temperature),
                     "power_draw_w": round(power, 2),
                     "power_limit_w": SIMULATED_POWER_LIMIT_W,
                     "fan_percent": None,  # SXM boards have no fan of their own
