@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from console.commands.parts import options
+from console.errors import EXIT_INTERRUPTED
 from console.inventory import Inventory, load
 
 
@@ -97,4 +98,4 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(forward(inventory, args))
     except KeyboardInterrupt:
-        return 0
+        return EXIT_INTERRUPTED

@@ -20,6 +20,7 @@ from typing import Any
 
 from console.commands.parts import options
 from console.display import NOT_REPORTED
+from console.errors import EXIT_INTERRUPTED, EXIT_OK
 from console.inventory import Host, load
 from console.probe.models import GpuSample, HostView, host_view_to_json
 from console.settings import DEFAULT_SETTINGS
@@ -126,8 +127,11 @@ def run(args: argparse.Namespace) -> int:
     inventory = load(args.inventory)
     hosts = options.selected_hosts(inventory, args.names, args.tags)
     if args.watch:
-        asyncio.run(watch(hosts, args.interval, args.json))
-        return 0
+        try:
+            asyncio.run(watch(hosts, args.interval, args.json))
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED  # the only way a watch ends
+        return EXIT_OK
     views = asyncio.run(snapshot(hosts, args.interval, args.timeout))
     if args.json:
         json.dump([host_view_to_json(v) for v in views], sys.stdout, indent=2)

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from console.commands.parts import options
+from console.errors import EXIT_INTERRUPTED, EXIT_OK
 from console.inventory import Inventory, load
 from console.metrics.dcgm import HOSTNAME_LABEL, HOSTNAME_LABELS
 from console.metrics.listen import DEFAULT_ADDRESS, parse_listen
@@ -96,5 +97,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve(inventory, args))
     except KeyboardInterrupt:
+        # Ctrl-C is how it ends, but still 130 like every other command, so a script
+        # can tell it from a server that ended on its own.
         print("distconsole metrics: stopped", file=sys.stderr)
-    return 0
+        return EXIT_INTERRUPTED
+    return EXIT_OK
