@@ -30,7 +30,7 @@ def hang_env(job_dir: str) -> dict[str, str]:
     """What hang detection (on by default) adds: the hook folder for PYTHONPATH and
     PyTorch's flight recorder dumping into hang/."""
     return {
-        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_FR_BUFFER_SIZE": "2000",
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
         "TORCH_FR_DUMP_TEMP_FILE": f"{job_dir}/hang/nccl_trace_rank_",
         "DISTCONSOLE_HANG_HOOK": f"{job_dir}/python",
@@ -130,6 +130,7 @@ def test_user_flight_recorder_settings_win() -> None:
     p = plan(spec, inventory(), job_id=JOB)
     env = p.launches[0].env
     assert (env["TORCH_NCCL_TRACE_BUFFER_SIZE"], env["TORCH_NCCL_DUMP_ON_TIMEOUT"]) == ("50", "0")
+    assert "TORCH_FR_BUFFER_SIZE" not in env  # torch reads it first: the user's would lose
     assert env["TORCH_FR_DUMP_TEMP_FILE"] == f"{J0}/hang/nccl_trace_rank_"
     assert (p.hang_timeout, p.stop_on_hang) == (20.0, True)
 

@@ -11,10 +11,11 @@ faulthandler's handler is C code that needs neither the GIL nor the main thread.
 
 It also copies torchrun's ``TORCHELASTIC_RESTART_COUNT`` (a worker group restarted by
 ``--max-restarts``) into ``DISTCONSOLE_RESTART_COUNT``, which every other process of a
-job gets from its wrapper. Then it imports the sitecustomize it shadows, if any
-(Debian's, a virtualenv's), so the user's start-up stays as it was. Standard library
-only, Python >= 3.7, and it never raises: a job must not fail because its hang hook
-could not be set up.
+job gets from its wrapper, and gives the flight recorder's buffer size its old name
+where the torch this Python would import predates ``TORCH_FR_BUFFER_SIZE``. Then it
+imports the sitecustomize it shadows, if any (Debian's, a virtualenv's), so the user's
+start-up stays as it was. Standard library only, Python >= 3.7, and it never raises: a
+job must not fail because its hang hook could not be set up.
 """
 
 import contextlib
@@ -85,6 +86,30 @@ def _distconsole_restart_count() -> None:
         os.environ["DISTCONSOLE_RESTART_COUNT"] = count
 
 
+def _distconsole_flight_recorder_name() -> None:
+    """torch 2.8 renamed TORCH_NCCL_TRACE_BUFFER_SIZE to TORCH_FR_BUFFER_SIZE and warns on
+    every rank about the old name; the plan sets the new one, which an older torch
+    ignores. torch's version is read from its version.py without importing torch (this
+    runs in every Python of the job, most of which never import it)."""
+    if "TORCH_FR_BUFFER_SIZE" not in os.environ or "TORCH_NCCL_TRACE_BUFFER_SIZE" in os.environ:
+        return
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for folder in spec.submodule_search_locations:
+        path = os.path.join(folder, "version.py")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                found = re.search(r"__version__\s*=\s*['\"](\d+)\.(\d+)", handle.read())
+            if found and (int(found[1]), int(found[2])) < (2, 8):
+                os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] = os.environ.pop("TORCH_FR_BUFFER_SIZE")
+            return
+
+
 _safe(_distconsole_hang_hook)()
+_safe(_distconsole_flight_recorder_name)()
 _safe(_distconsole_restart_count)()
 _safe(_chain_next_sitecustomize)()

@@ -77,6 +77,8 @@ SPARE_GATE = (
 )
 SPARE_GATE_FILE = "spare-go"  # + ".HOST" in the spare's job directory (supervisor/elastic.py)
 FLIGHT_RECORDER_ENTRIES = 2000  # collectives kept per rank (PyTorch's default is 0: off)
+FLIGHT_RECORDER_SIZE = "TORCH_FR_BUFFER_SIZE"
+FLIGHT_RECORDER_OLD_SIZE = ("TORCH_NCCL_TRACE_BUFFER_SIZE",)  # torch before 2.8
 
 
 def torchrun_command(python: str) -> tuple[str, ...]:
@@ -183,9 +185,14 @@ def plan_ddp(p: Placement) -> JobPlan:
         if spec.hang_timeout is not None:
             # PyTorch's flight recorder: the last collectives of each rank, dumped into
             # hang/ when NCCL's watchdog times out (the hang capture lists the dumps).
+            # TORCH_FR_BUFFER_SIZE is today's name (the old one prints a deprecation on
+            # every rank); the job's sitecustomize renames it where the host's torch is
+            # older. A size the user gives under either name wins.
+            given = {**ph.host.env, **spec.env}
+            if not {FLIGHT_RECORDER_SIZE, *FLIGHT_RECORDER_OLD_SIZE} & given.keys():
+                defaults[FLIGHT_RECORDER_SIZE] = str(FLIGHT_RECORDER_ENTRIES)
             defaults.update(
                 {
-                    "TORCH_NCCL_TRACE_BUFFER_SIZE": str(FLIGHT_RECORDER_ENTRIES),
                     "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
                     "TORCH_FR_DUMP_TEMP_FILE": paths.flight_recorder_prefix(ph.job_dir),
                 }
