@@ -11,6 +11,7 @@ shows :func:`masked` ones.
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +23,15 @@ from console.inventory import Host
 from console.jobs.models import JobPlan, Notify
 from console.jobs.spec_options import no_control_chars
 
-__all__ = ["NOTIFY_DEFAULT_ON", "NOTIFY_EVENTS", "masked", "masked_url", "plan_notify"]
+__all__ = [
+    "NOTIFY_DEFAULT_ON",
+    "NOTIFY_EVENTS",
+    "masked",
+    "masked_bytes",
+    "masked_document",
+    "masked_url",
+    "plan_notify",
+]
 
 
 def check_url(value: str) -> str:
@@ -75,6 +84,46 @@ def masked(notify: Notify | None) -> dict[str, Any] | None:
         "command": notify.command,
         "on": list(notify.on),
     }
+
+
+COMMAND_KEPT = "(the notify command: on the leader host only)"
+
+
+def masked_document(doc: Any) -> Any:
+    """A copy of a JSON document a host or a report bundle keeps (``job.json``, a
+    supervisor's config) with every ``notify`` masked as :func:`masked` shows a plan's,
+    and the notify command (it may hold a token) left out."""
+    if isinstance(doc, list):
+        return [masked_document(item) for item in doc]
+    if not isinstance(doc, dict):
+        return doc
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key == "notify" and isinstance(value, dict):
+            urls = value.get("urls")
+            shown = {**value, "urls": [masked_url(str(u)) for u in urls or ()]}
+            if value.get("command"):
+                shown["command"] = COMMAND_KEPT
+            out[key] = shown
+        elif key == "notify" and isinstance(value, list | tuple):
+            out[key] = [masked_url(str(u)) for u in value]
+        elif key == "notify_command" and value:
+            out[key] = COMMAND_KEPT
+        else:
+            out[key] = masked_document(value)
+    return out
+
+
+def masked_bytes(data: bytes, notify: Notify | None) -> bytes:
+    """``data`` with the plan's webhook URLs replaced by their masked forms, also as JSON
+    writes them: for the files a report bundle copies that are not JSON documents."""
+    if notify is None:
+        return data
+    for url in notify.urls:
+        shown = masked_url(url).encode()
+        for form in {url, json.dumps(url)[1:-1], json.dumps(url, ensure_ascii=False)[1:-1]}:
+            data = data.replace(form.encode("utf-8", "replace"), shown)
+    return data
 
 
 def notify_line(plan: JobPlan) -> str | None:

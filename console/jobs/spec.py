@@ -25,6 +25,7 @@ from console.errors import JobSpecError
 from console.jobs.models import JobKind
 from console.jobs.notify import NOTIFY_DEFAULT_ON, NotifyChecks
 from console.jobs.plan.netpresets import NetPreset
+from console.jobs.spec_env import parse_env as parse_env
 from console.jobs.spec_options import (
     DEFAULT_HANG_TIMEOUT,
     RAY_FIELDS,
@@ -358,20 +359,6 @@ def make_spec(**fields: Any) -> JobSpec:
         return JobSpec.model_validate(fields)
     except ValidationError as exc:
         raise _spec_error(exc) from None
-
-
-def parse_env(items: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``["K=V", ...]`` -> dict; a malformed item is a JobSpecError on ``env``."""
-    env: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise JobSpecError("env", f"{item!r} is not NAME=VALUE")
-        problem = env_name_problem(key)
-        if problem:
-            raise JobSpecError("env", problem)
-        env[key] = value
-    return env
 
 
 def spec_with(spec: JobSpec, **changes: Any) -> JobSpec:

@@ -17,7 +17,8 @@ from typing import Any
 
 from console.commands.parts import options
 from console.errors import JobSpecError
-from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env
+from console.jobs.spec import CLI_OPTION, JobSpec, make_spec
+from console.jobs.spec_env import job_environment
 
 KINDS = ("ddp", "mpi", "horovod", "ps", "ray")
 
@@ -36,7 +37,20 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--gpus-per-host", metavar="N", help="slots per host (default: its GPUs)")
     parser.add_argument(
-        "--env", action="append", default=[], metavar="K=V", help="environment (repeatable)"
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V|K",
+        help="environment (repeatable); NAME alone passes this console's own value of NAME, "
+        "so a secret stays out of the command line",
+    )
+    parser.add_argument(
+        "--env-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="NAME=VALUE lines (# comments; NAME alone: this console's value), read before "
+        "--env (repeatable); the values reach the hosts in private files, never in an argv",
     )
     parser.add_argument("--name", help="job name (default: derived from kind and program)")
     parser.add_argument("--total-steps", metavar="N", help="step budget split over the ranks")
@@ -226,7 +240,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         fields["spare_hosts"] = tuple(args.spare_hosts.split(","))
     fields.update({k: v for k, v in optional.items() if v is not None})
     with naming_options():
-        fields["env"] = parse_env(args.env)
+        fields["env"] = job_environment(args.env, getattr(args, "env_file", None) or ())
         return make_spec(**fields)
 
 

@@ -34,6 +34,10 @@ NOTIFY_DEFAULT_ON = ("failed", "hung", "succeeded")
 NOTIFY_RETRIES = (0.0, 2.0, 4.0, 8.0, 16.0)  # seconds before each attempt
 NOTIFY_TIMEOUT_S = 10.0  # one POST, one command
 NOTIFY_LOG = "notify.log"  # the command's output, in the job directory
+# The command, 0600 in the job directory: run as ``bash FILE``, since ``bash -c TEXT``
+# showed its tokens to every user of the host in ``ps``. ``.secret``: never packed
+# into a report bundle (hostprogs/job_pack.py).
+NOTIFY_COMMAND_FILE = "notify-command.secret"
 
 
 def masked_url(url: str) -> str:
@@ -126,13 +130,23 @@ class SvNotifier:
             return
         self.log("notify-failed", to=masked_url(url), of=body["event"], why=why)
 
+    def _command_file(self, command: str) -> str:
+        path = os.path.join(self.job_dir, NOTIFY_COMMAND_FILE)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
+            handle.write(command + "\n")
+        os.replace(tmp, path)
+        return path
+
     def _run(self, command: str, body: dict) -> None:
         env = dict(os.environ)
         env.update({"DISTCONSOLE_" + key.upper(): str(value) for key, value in body.items()})
         try:
+            script = self._command_file(command)
             with open(os.path.join(self.job_dir, NOTIFY_LOG), "ab") as out:
                 proc = subprocess.Popen(
-                    ["bash", "-c", command],
+                    ["bash", script],
                     cwd=self.job_dir,
                     env=env,
                     stdin=subprocess.DEVNULL,

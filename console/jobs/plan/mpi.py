@@ -34,10 +34,10 @@ from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
 from console.jobs.plan import horovod_elastic
 from console.jobs.plan.mpi_ranks import (
-    env_differences,
     host_list,
     per_host_accounts,
     rank_argv,
+    rank_exports,
     rank_files,
     rank_script,
 )
@@ -207,7 +207,7 @@ def plan_mpi(p: Placement) -> JobPlan:
     env = _env(p, launcher, world_size, spr)
     # Each host's rank runs its own python, paths and env (see console/jobs/plan/mpi_ranks.py).
     programs = {h.name: program_argv(spec, h.host.python, h.job_dir, args) for h in p.hosts}
-    exports = {h.name: env_differences(env, _env(p, h, world_size, spr)) for h in p.hosts}
+    exports = {h.name: rank_exports(env, _env(p, h, world_size, spr)) for h in p.hosts}
     horovod_elastic.check_restarts(p)
     elastic = horovod_elastic.uses_elastic(p)
     wrapped = rank_argv(rank_script(p, programs, exports, elastic=elastic))

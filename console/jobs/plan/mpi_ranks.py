@@ -18,7 +18,8 @@ of it is expanded on the launcher), and on the rank's host it:
    the launcher's own output then holds the launcher's own messages alone, see
    :func:`_arm`);
 4. runs that host's ``setup`` line, enters that host's working directory, exports the
-   variables whose value differs on that host (its inventory ``env``), and ``exec``s
+   variables whose value differs on that host (its inventory ``env``) and its own job
+   paths (``DISTCONSOLE_JOB_DIR``, the hang hook, ...: ``~/`` expanded there), and ``exec``s
    the program with that host's paths and python, so the launcher sees its status.
 """
 
@@ -29,7 +30,14 @@ from collections.abc import Mapping
 
 from console.jobs import paths
 from console.jobs.models import LogFile
-from console.jobs.plan.placement import RESTART_VAR, PlacedHost, Placement
+from console.jobs.plan.placement import (
+    CHECKPOINT_VAR,
+    HANG_HOOK_VAR,
+    HOME_PATH_VARS,
+    RESTART_VAR,
+    PlacedHost,
+    Placement,
+)
 from console.transport.ship import shell_join, shell_word, with_setup
 
 WRAPPER_NAME = "distconsole-rank"  # $0 of the wrapper: what `ps` shows for it
@@ -97,7 +105,16 @@ def _arm(
     ranks_dir = shell_word(paths.ranks_dir(h.job_dir))
     body = [f"cd -- {shell_word(h.cwd)} || exit {RANK_CWD_FAILED}"]
     for key, value in exports.items():
-        body.append(f"unset {key}" if value is None else f"export {key}={shlex.quote(value)}")
+        if value is None:
+            body.append(f"unset {key}")
+        else:  # this host's paths: ~/ expanded by this shell, against this host's HOME
+            word = shell_word(value) if key in HOME_PATH_VARS else shlex.quote(value)
+            body.append(f"export {key}={word}")
+    # As the launcher's wrapper does (remote_ops.wrapper_script), on this host.
+    if exports.get(CHECKPOINT_VAR):
+        body.append(f'mkdir -p -- "${CHECKPOINT_VAR}"')
+    if exports.get(HANG_HOOK_VAR):
+        body.append(f'export PYTHONPATH="${HANG_HOOK_VAR}${{PYTHONPATH:+:$PYTHONPATH}}"')
     body.append(f"exec {shell_join(program)} </dev/null")
     failed = shlex.quote(f"distconsole: {h.name}'s setup line failed: {h.host.setup or ''}")
     on_failure = f"echo {failed} >&2; exit {RANK_SETUP_FAILED}"
@@ -136,6 +153,15 @@ def env_differences(base: Mapping[str, str], own: Mapping[str, str]) -> dict[str
     """What a host's rank must export (or unset: None) to turn ``base`` into ``own``."""
     changes: dict[str, str | None] = {k: v for k, v in own.items() if base.get(k) != v}
     changes.update({k: None for k in base if k not in own})
+    return changes
+
+
+def rank_exports(base: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str | None]:
+    """What a host's rank exports: :func:`env_differences`, and always its own host's
+    paths (``HOME_PATH_VARS``): the launcher forwards the ones its shell expanded
+    (``/home/launcher-user/...``), which on another host are another user's."""
+    changes = env_differences(base, own)
+    changes.update({k: v for k, v in own.items() if k in HOME_PATH_VARS})
     return changes
 
 

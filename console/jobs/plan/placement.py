@@ -278,7 +278,7 @@ def distconsole_env(
 ) -> dict[str, str]:
     env = {
         JOB_ID_VAR: job_id,
-        "DISTCONSOLE_JOB_DIR": job_dir,
+        JOB_DIR_VAR: job_dir,
         "DISTCONSOLE_WORLD_SIZE": str(world_size),
     }
     if total_steps is not None and steps_per_rank is not None:
@@ -289,6 +289,12 @@ def distconsole_env(
 
 CHECKPOINT_VAR = "DISTCONSOLE_CHECKPOINT_DIR"
 RESTART_VAR = "DISTCONSOLE_RESTART_COUNT"  # set by the wrapper (0) and on each restart
+JOB_DIR_VAR = "DISTCONSOLE_JOB_DIR"
+FLIGHT_RECORDER_VAR = "TORCH_FR_DUMP_TEMP_FILE"
+# Paths on the host that the job itself opens: the shell that starts a process expands
+# their ~/ against that host's HOME (Python, PyTorch and os.path.isdir take "~"
+# literally), and an MPI rank exports its own host's (a launcher forwards its own).
+HOME_PATH_VARS = frozenset({JOB_DIR_VAR, HANG_HOOK_VAR, FLIGHT_RECORDER_VAR, CHECKPOINT_VAR})
 
 
 def max_restarts(p: Placement) -> int:

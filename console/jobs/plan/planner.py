@@ -53,7 +53,11 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
         planned = dataclasses.replace(planned, notify=notify)
     if spec.hang_timeout is None:
         return planned
-    hook = hang_hook_uploads(planned.job_dirs, (launch.host for launch in planned.launches))
+    # Every host of the job: an MPI rank on a host without a process of its own loads
+    # the hook from its own host's job directory too.
+    involved = (h for h in planned.hosts_involved if h in planned.job_dirs)
+    hosts = (*(launch.host for launch in planned.launches), *involved)
+    hook = hang_hook_uploads(planned.job_dirs, hosts)
     return dataclasses.replace(
         planned,
         uploads=planned.uploads + hook,

@@ -20,6 +20,7 @@ their end, the job's secret never sent). The bundle, in ``OUT``::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import re
@@ -34,7 +35,8 @@ from console.errors import HostProgramError, JobError, TransportError
 from console.hostprogs import job_pack
 from console.jobs.history import JobRecord, plan_to_json
 from console.jobs.membership import job_hosts, spares_of, with_spares
-from console.jobs.notify import masked
+from console.jobs.models import JobPlan
+from console.jobs.notify import masked_bytes, masked_document
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.discover import failure_text
 from console.jobs.report.membership import membership_lines, spare_notes, when
@@ -334,12 +336,22 @@ def _safe(relpath: str) -> PurePosixPath | None:
     return path
 
 
+def _masked(name: str, data: bytes, plan: JobPlan) -> bytes:
+    """A host's file as the bundle keeps it: no webhook URL nor notify command in clear
+    (the documents that carry them masked field by field, every file by the plan's URLs)."""
+    base = PurePosixPath(name).name
+    if base == "job.json" or base.startswith("supervisor-config"):
+        # Not JSON: the plan's URLs are still replaced below.
+        with contextlib.suppress(ValueError, RecursionError):
+            data = json.dumps(masked_document(json.loads(data))).encode()
+    return masked_bytes(data, plan.notify)
+
+
 def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) -> Path:
     """The bundle under ``out``, private (700/600): it holds the job's env and logs."""
     private_dir(out, tighten_existing=False)  # --out may name an existing folder (".")
     write_private(out / "summary.txt", compose_summary(record, bundles))
-    plan_data = json.loads(plan_to_json(record.plan))
-    plan_data["notify"] = masked(record.plan.notify)  # webhook URLs are secrets
+    plan_data = masked_document(json.loads(plan_to_json(record.plan)))  # webhooks: secrets
     write_private(out / "plan.json", json.dumps(plan_data, indent=2))
     write_private(out / "timeline.txt", timeline_text(timeline(bundles)))
     for bundle in bundles:
@@ -352,7 +364,7 @@ def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) ->
             folder = base
             for part in relative.parts[:-1]:
                 folder = private_dir(folder / part)
-            write_private(folder / relative.parts[-1], data)
+            write_private(folder / relative.parts[-1], _masked(name, data, record.plan))
         if bundle.manifest:
             write_private(base / job_pack.MANIFEST, json.dumps(bundle.manifest, indent=2))
     return out / "summary.txt"

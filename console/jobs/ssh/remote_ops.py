@@ -28,20 +28,21 @@ from console.inventory import Host
 from console.jobs import paths
 from console.jobs.history import plan_hosts, plan_to_json
 from console.jobs.models import JobPlan, LogFile, RankLaunch
+from console.jobs.notify import masked_document
 from console.jobs.paths import (
     process_stderr,
     process_stdout,
     shell_join,
     shell_word,
 )
-from console.jobs.plan.placement import CHECKPOINT_VAR, HANG_HOOK_VAR, RESTART_VAR
+from console.jobs.plan.placement import CHECKPOINT_VAR, HANG_HOOK_VAR, HOME_PATH_VARS, RESTART_VAR
 from console.names import JOB_ID_VAR, env_name_problem
 from console.transport.ship import HostProgram, shipment, with_setup
 
 PROCESS_VAR = "DISTCONSOLE_PROCESS"
 SETUP_FAILED = 126  # exit status recorded when the host's setup line fails
 CWD_FAILED = 127  # ... when the working directory cannot be entered
-HOME_EXPANDED_VARS = frozenset({HANG_HOOK_VAR, "TORCH_FR_DUMP_TEMP_FILE", CHECKPOINT_VAR})
+HOME_EXPANDED_VARS = HOME_PATH_VARS
 
 
 @functools.cache
@@ -211,15 +212,17 @@ def job_document(
     """``job.json``: the job's id, name, kind, spec, hosts, start time and whole plan,
     so that a console with an empty history (another machine) can list and describe
     the job from its hosts (console/jobs/report/discover.py reads it back)."""
+    # Every host keeps one: the webhooks and the notify command only the leader's
+    # supervisor config holds (jobs/ssh/supervision.py), masked here.
     return {
         "v": JOB_FILE_VERSION,
         "id": plan.job_id,
         "name": plan.name,
         "kind": plan.kind.value,
-        "spec": dict(spec) if spec is not None else None,
+        "spec": masked_document(dict(spec)) if spec is not None else None,
         "hosts": list(plan_hosts(plan)),
         "created_at": created_at,
-        "plan": json.loads(plan_to_json(plan)),
+        "plan": masked_document(json.loads(plan_to_json(plan))),
     }
 
 
