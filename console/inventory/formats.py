@@ -1,7 +1,8 @@
 """hosts.yaml -> :class:`console.inventory.Inventory`.
 
-Read with ruamel.yaml's round-trip loader because it remembers where every key sits, so
-a pydantic error on ``hosts[1].port`` can name the line of that key. Every problem of
+A file with a problem is read with ruamel.yaml's round-trip loader because it remembers
+where every key sits, so a pydantic error on ``hosts[1].port`` can name the line of that
+key; a valid plain file is read by libyaml first (yaml_reading.py). Every problem of
 the file is reported in one pass, each at its own line (console/validation.py words them).
 pssh host_files and Open MPI hostfiles are read by console/inventory/hostfile.py.
 """
@@ -13,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from console.errors import InventoryError
 from console.inventory.hostfile import HostSpecError, parse_host_spec
@@ -26,7 +25,7 @@ from console.inventory.model import (
     host_problems,
     slurm_problems,
 )
-from console.inventory.yaml_syntax import syntax_error
+from console.inventory.yaml_reading import read_yaml, round_trip
 from console.names import env_name_problem
 from console.validation import did_you_mean
 
@@ -35,14 +34,20 @@ _LOCAL_PATH_KEYS = ("identity_file", "known_hosts")
 _PER_HOST_ONLY = ("name", "address")
 
 
-def load_yaml(text: str, path: str, base: Path) -> Inventory:
-    """hosts.yaml -> Inventory; every problem of the file in one InventoryError."""
-    try:
-        doc = YAML(typ="rt").load(text)
-    except MarkedYAMLError as exc:
-        raise syntax_error(exc, text, path) from None
-    except YAMLError as exc:
-        raise InventoryError(f"YAML error: {exc}", path=path) from None
+def load_yaml(text: str, path: str, base: Path, *, fast: bool = True) -> Inventory:
+    """hosts.yaml -> Inventory; every problem of the file in one InventoryError.
+
+    ``fast``: try libyaml's values first (console/inventory/yaml_reading.py)."""
+    doc, lines_known = read_yaml(text, path, fast=fast)
+    if not lines_known:
+        try:
+            return _inventory(doc, path, base)
+        except InventoryError:
+            doc = round_trip(text, path)  # the same problems again, each at its line
+    return _inventory(doc, path, base)
+
+
+def _inventory(doc: Any, path: str, base: Path) -> Inventory:
     if doc is None:
         raise InventoryError("empty file: no hosts listed", path=path, field="hosts")
     if not isinstance(doc, dict):

@@ -35,11 +35,15 @@ from console.validation import Problem, problems
 LOCAL_ADDRESS = "local"
 
 # No whitespace and no shell metacharacters: names and tags end up in file paths,
-# log prefixes and command lines.
-_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*$")
-_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?$")
-_PROXY_RE = re.compile(r"^[A-Za-z0-9_.@:%,\[\]-]+$")
-_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./~+-]+$")
+# log prefixes and command lines. \Z, not $: `$` also matches before a final newline, and
+# "node1\n" (a YAML block scalar keeps it) would pass and only fail at connect.
+_ADDRESS_RE = re.compile(r"^[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]*\Z")
+_USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?\Z")
+_PROXY_RE = re.compile(r"^[A-Za-z0-9_.@:%,\[\]-]+\Z")
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./~+-]+\Z")
+# Newlines, carriage returns, NUL and other C0 controls: a value with one is a slip of
+# the YAML (a `|` block scalar, a pasted line end), never a host, user or path.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _tag(value: str) -> str:
@@ -90,6 +94,15 @@ class Host(BaseModel):
     @property
     def is_local(self) -> bool:
         return self.address == LOCAL_ADDRESS
+
+    @field_validator(
+        "address", "user", "identity_file", "known_hosts", "proxy_jump", "python", mode="before"
+    )
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            _refuse_controls(value)
+        return value
 
     @field_validator("port", "connect_timeout", "keepalive_interval", mode="before")
     @classmethod
@@ -173,8 +186,9 @@ class Host(BaseModel):
     @field_validator("work_dir")
     @classmethod
     def _work_dir(cls, value: str) -> str:
-        if not value.strip() or "\n" in value or "\0" in value:
+        if not value.strip():
             raise ValueError("must be a non-empty path on one line")
+        _refuse_controls(value)
         return value
 
     @field_validator("setup")
@@ -222,6 +236,18 @@ class Host(BaseModel):
         return None if value is None else os.path.expanduser(value)
 
 
+def _refuse_controls(value: str) -> None:
+    found = _CONTROL_RE.search(value)
+    if found is None:
+        return
+    if value.rstrip("\r\n") != value and not _CONTROL_RE.search(value.rstrip("\r\n")):
+        raise ValueError(
+            f"{value!r} ends in a newline: write the value on the key's line "
+            "(a '|' or '>' block keeps the line end)"
+        )
+    raise ValueError(f"{value!r} contains a control character ({found.group()!r}): one line only")
+
+
 def _matching(value: str, pattern: re.Pattern[str], what: str) -> str:
     if not pattern.match(value):
         raise ValueError(f"{value!r} is not valid here: expected {what}")
@@ -240,8 +266,8 @@ def _check_env_item(key: str, value: str) -> None:
         raise ValueError(f"{key}: value contains a NUL character")
 
 
-_SBATCH_WORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,+=-]*$")
-_SBATCH_OPTION_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9._:,+=/@%-]+)?$")
+_SBATCH_WORD_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,+=-]*\Z")
+_SBATCH_OPTION_RE = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9._:,+=/@%-]+)?\Z")
 
 
 class SlurmSettings(BaseModel):
