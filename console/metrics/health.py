@@ -103,11 +103,17 @@ class HealthExport:
         )
         with self._lock:
             verdicts = cluster_verdicts(snap.views, snap.taken, self.tracker)
+        # Every host has a series, 0 while nothing is found about it: a series that only
+        # appears on trouble cannot be alerted on as "absent" nor graphed next to its peers.
+        findings = {v.host: v for v in verdicts if v.gpu is None}
+        for view in snap.views:
+            found = findings.get(view.name)
+            state = found.state if found is not None else "ok"
+            labels = {self.hostname_label: view.name, "state": state}
+            host.samples.append(Sample(host.name, labels, float(RANK[state])))
         for v in verdicts:
             value = float(RANK[v.state])
             if v.gpu is None:
-                labels = {self.hostname_label: v.host, "state": v.state}
-                host.samples.append(Sample(host.name, labels, value))
                 continue
             base = labels_of.get((v.host, v.gpu))
             if base is not None:

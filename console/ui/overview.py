@@ -20,6 +20,11 @@ from console.ui.attention import DEFAULT_THRESHOLDS, Thresholds, gpu_alerts
 MAX_JOBS_SHOWN = 4  # the line's end is cut at 80 columns: the biggest jobs only
 
 
+def count(n: int, noun: str) -> str:
+    """``1 host``, ``2 hosts``: a count with its noun agreeing."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def gpu_jobs(gpu: GpuSample) -> list[str]:
     """The distconsole jobs holding this GPU (usually one), in a stable order."""
     return sorted({p.job for p in gpu.processes if p.job})
@@ -181,14 +186,14 @@ def summary_parts(
         parts.append("ATTENTION VIEW (a: all)")
     if query:
         parts.append(f"filter: {query!r}")
-    hosts = f"{summary.hosts} hosts"
+    hosts = count(summary.hosts, "host")
     states = [f"{summary.up} up"] if summary.up != summary.hosts else []
     if summary.down:
         states.append(f"{summary.down} down")
     if summary.waiting:
         states.append(f"{summary.waiting} waiting")
     parts.append(hosts + (f" ({', '.join(states)})" if states else ""))
-    gpus = f"{summary.gpus} GPUs"
+    gpus = count(summary.gpus, "GPU")
     if summary.gpus:
         gpus += f": {summary.busy} busy, {summary.idle} idle"
         if summary.hot:
@@ -205,9 +210,10 @@ def summary_parts(
         limit = f"/{_power(summary.power_limit_w)}" if summary.power_limit_w else ""
         parts.append(f"power {_power(summary.power_w)}{limit}")
     if summary.attention:
-        parts.append(f"{summary.attention} GPUs need attention")
+        need = "needs" if summary.attention == 1 else "need"
+        parts.append(f"{count(summary.attention, 'GPU')} {need} attention")
     if summary.jobs and jobs:
-        shown = [f"{job} {count} GPUs" for job, count in summary.jobs[:MAX_JOBS_SHOWN]]
+        shown = [f"{job} {count(held, 'GPU')}" for job, held in summary.jobs[:MAX_JOBS_SHOWN]]
         more = len(summary.jobs) - MAX_JOBS_SHOWN
         parts.append("jobs: " + ", ".join(shown) + (f", +{more} more" if more > 0 else ""))
     if summary.simulated:

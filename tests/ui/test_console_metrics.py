@@ -70,5 +70,8 @@ async def test_console_serves_its_views_to_a_scrape() -> None:
                 await pilot.pause(0.5)
             up = {s["Hostname"]: s["value"] for s in seen["distconsole_host_up"]}
             assert up == {"node0": "1.0", "node1": "1.0"}
+            # Every host has a health series, 0 (ok) while nothing is found (issue 30).
+            health = {s["Hostname"]: s["value"] for s in seen["distconsole_host_health"]}
+            assert health == {"node0": "0.0", "node1": "0.0"}
             assert app.feeds.metrics is not None and app.feeds.metrics.url == url
         assert await asyncio.to_thread(scrape, url) == {}  # closed with the console

@@ -233,8 +233,15 @@ class ClusterScreen(ClusterNav):
 
     def _cluster_summary(self) -> ClusterSummary:
         # Per-host figures are computed once per new view, not over every GPU per batch.
-        slurm = self.services.store.slurm.values()
-        return ClusterSummary.of(len(self.hosts), self._stats.values(), slurm)
+        # The filter and the attention view count what they show, not the whole cluster.
+        hosts = self.hosts
+        if self.query_text or self.attention_only:
+            hosts = [h for h in hosts if self._host_visible(h)]
+        names = {h.name for h in hosts}
+        store = self.services.store.slurm
+        slurm = [jobs for name, jobs in store.items() if name in names]
+        stats = [totals for name, totals in self._stats.items() if name in names]
+        return ClusterSummary.of(len(hosts), stats, slurm)
 
     def _summary(self) -> str:
         return summary_text(

@@ -63,6 +63,11 @@ def gpu_row(
     )  # fmt: skip
 
 
+def all_ok_line(gpus: int) -> str:
+    every = "the GPU is" if gpus == 1 else f"all {gpus} GPUs are"
+    return f"Health: {every} ok (no alert, no health event)"
+
+
 NOT_SAMPLED_OTHERS = "no figures: only the job's owner may sample it through srun"
 
 
@@ -147,10 +152,14 @@ class HostDetailScreen(Screen[None]):
         if sample.gpu_error:
             lines.append(sample.gpu_error)
         lines.extend(slurm)
-        if sample.health is not None:
-            lines.extend(health_lines(view, self._clock()))
-        header.update("\n".join(lines))
+        events = health_lines(view, self._clock()) if sample.health is not None else []
+        lines.extend(events)
         health = health_of(view)
+        flagged = [g for g in sample.gpus if gpu_alerts(g, self.thresholds, health.get(g.index))]
+        if sample.gpus and not flagged and not events:
+            # Silence read as "not checked": say that every GPU was looked at and is fine.
+            lines.append(all_ok_line(len(sample.gpus)))
+        header.update("\n".join(lines))
         for g in sample.gpus:
             row = gpu_row(g, self.thresholds, health.get(g.index))
             gpus.add_row(*map(plain, row), key=str(g.index))

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Static
 from console import display
 from console.inventory import Inventory
 from console.transport.base import HostState, HostStatus
+from console.ui.overview import count
 from console.ui.screens.forward import (
     FORWARD_BINDING,
     hidden_forwards_line,
@@ -98,7 +99,7 @@ class HostsScreen(Screen[None]):
         total = len(self.inventory.hosts)
         counts = Counter(s.state.value for s in self.services.store.statuses.values())
         waiting = total - sum(counts.values())
-        parts = [f"{total} hosts"]
+        parts = [count(total, "host")]
         for state in HostState:
             n = counts.get(state.value, 0) + (waiting if state is HostState.CONNECTING else 0)
             if n:

@@ -21,7 +21,7 @@ from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.health import GpuVerdict
 from console.probe.models import GpuSample, HostView
 from console.ui.attention import Thresholds, gpu_alerts, health_rank
-from console.ui.overview import gpu_jobs
+from console.ui.overview import count, gpu_jobs
 
 SORTS = ("name", "util", "memory", "temp", "job")
 GROUPS = ("none", "tag", "job")
@@ -249,7 +249,7 @@ class GridLines:
             if not hosts:
                 continue
             if heading is not None:
-                lines.append((f"{heading} ({len(hosts)} hosts)", ()))
+                lines.append((f"{heading} ({count(len(hosts), 'host')})", ()))
             names = [h.name for h in hosts]
             for start in range(0, len(names), per_row):
                 row = tuple(names[start : start + per_row])

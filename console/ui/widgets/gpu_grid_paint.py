@@ -20,7 +20,7 @@ from console.jobs.slurm.queue import SlurmJobOnNode
 from console.probe.models import HostView
 from console.transport.base import HostState, HostStatus
 from console.ui.attention import Thresholds, health_of
-from console.ui.overview import slurm_gpu_labels
+from console.ui.overview import count, slurm_gpu_labels
 from console.ui.theming import state_colour
 from console.ui.widgets.gpu_grid_layout import (
     ATTENTION_MARK,
@@ -136,10 +136,10 @@ def jobs_text(palette: GridPalette, jobs: Sequence[tuple[str, int]], letters: Jo
         text.append("no distconsole job holds a GPU", style="dim")
         return text
     text.append("jobs ", style="bold")
-    for job, count in jobs:
+    for job, held in jobs:
         mark = letters.letter(job)
         text.append(mark, style=palette.jobs[letters.index(job) % len(palette.jobs)])
-        text.append(f" {job} {count} GPUs   ")
+        text.append(f" {job} {count(held, 'GPU')}   ")
     return text
 
 
