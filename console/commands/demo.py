@@ -128,16 +128,17 @@ def _open_console(hosts: int, directory: Path | None, theme: str | None, *, idle
     try:
         started: Future[Path] = asyncio.run_coroutine_threadsafe(_start(cluster), loop)
         path = started.result(timeout=60)
-        notice = None
+        notice, job_id = None, None
         if not idle:
             training = asyncio.run_coroutine_threadsafe(start_training(path), loop)
-            notice = training.result(timeout=120)
+            notice, job_id = training.result(timeout=120)
         return run_ui(
             str(path),
             theme=theme,
             first_screen="gpus",
             sub_title=f"demo · {path} · {hosts} hosts",
             notice=notice,
+            started=(job_id,) if job_id else (),
         )
     finally:
         asyncio.run_coroutine_threadsafe(cluster.stop(), loop).result(timeout=30)

@@ -288,7 +288,7 @@ class DistConsoleApp(App[int]):
 
         def launched(job_id: str | None) -> None:
             if job_id:
-                self.notify(f"Job {job_id} is running", timeout=5)
+                self.notify(launched_text(job_id, self.services.store.jobs.get(job_id)), timeout=5)
                 self.jobs_screen.select_job(job_id)
                 self.switch_mode("jobs")
 
@@ -362,6 +362,14 @@ class DistConsoleApp(App[int]):
         self.notify(f"Saved {Path(path).resolve()}", title="Screenshot", timeout=15)
 
 
+def launched_text(job_id: str, row: JobRow | None) -> str:
+    """What a launch from the form says: the job's state when it is known to have
+    ended already (a short job can succeed before the form closes), else started."""
+    if row is not None and row.state.finished:
+        return f"Job {job_id} started and has already {row.state.value}"
+    return f"Job {job_id} started"
+
+
 def run(
     inventory_path: Path | str,
     theme: str | None = None,
@@ -370,11 +378,13 @@ def run(
     sub_title: str | None = None,
     notice: str | None = None,
     metrics_listen: tuple[str, int] | None = None,
+    started: tuple[str, ...] = (),
 ) -> int:
     """Open the console on an inventory; 2 for a bad --theme (InventoryError propagates).
 
     ``first_screen`` (a mode: hosts, gpus, jobs), ``sub_title`` and ``notice`` (shown
-    once) let a caller such as ``distconsole demo`` say what it started."""
+    once) let a caller such as ``distconsole demo`` say what it started; ``started``:
+    the ids of the jobs it started for this console (not "re-attached to")."""
     try:
         chosen = check_theme(theme)
     except ValueError as exc:
@@ -384,6 +394,7 @@ def run(
     app = DistConsoleApp(inventory, theme=chosen)
     app.first_screen = first_screen
     app.startup_notice = notice
+    app.services.started_here = started
     app.services.metrics_listen = metrics_listen  # served by the feeds (ui/workers.py)
     app.exit_on_signals = True
     if sub_title is not None:

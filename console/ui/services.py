@@ -50,5 +50,8 @@ class Services:
     forwards: PortForwards | None = None  # local ports forwarded over the connections
     metrics_listen: tuple[str, int] | None = None  # --metrics-listen: where to serve /metrics
     launch_draft: LaunchDraft | None = None  # written by the launch form as it changes
+    # Jobs the caller launched for this console just before it opened (the demo's):
+    # followed like any other, never announced as "re-attached".
+    started_here: tuple[str, ...] = ()
     # Where the screenshot command writes its SVGs (the directory the console runs in).
     screenshot_dir: Path = field(default_factory=Path.cwd)

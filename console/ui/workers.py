@@ -27,6 +27,7 @@ from console.ui.messages import (
     JobRowsArrived,
     SlurmOccupancyArrived,
 )
+from console.ui.overview import count
 from console.ui.services import Services
 
 if TYPE_CHECKING:
@@ -163,8 +164,13 @@ class AppFeeds:
         # Jobs started by an earlier console keep running on their hosts: follow them again.
         await connections.wait_settled()
         attached = await jobs.attach_unfinished()
-        if attached:
-            self._app.notify(f"Re-attached to {len(attached)} running job(s)", timeout=5)
+        # The demo's own job was started a moment ago for this console: its startup
+        # notice already says so, and "re-attached" would say a console lost it.
+        earlier = [job for job in attached if job.id not in self._services.started_here]
+        if earlier:
+            self._app.notify(
+                f"Re-attached to {count(len(earlier), 'running job')} started earlier", timeout=5
+            )
 
     async def _follow_job_rows(self, jobs: JobsService) -> None:
         from console.metrics.source import JobFigures

@@ -98,7 +98,10 @@ async def test_forward_key_on_the_hosts_screen(
         assert isinstance(dialog, ForwardScreen)
         box = dialog.query_one("#forward-input", Input)
         assert box.value == "node1:"
-        box.value = f"node1:{remote}"
+        # Typed after the suggestion, not over it (issue 30: it was selected).
+        assert box.selection.is_empty and box.cursor_position == len("node1:")
+        await pilot.press(*str(remote))
+        assert box.value == f"node1:{remote}"
         await pilot.press("enter")
         forwards = app.services.forwards
         assert forwards is not None

@@ -48,8 +48,10 @@ def demo_spec(host_names: tuple[str, ...], *, torch_available: bool) -> JobSpec:
     )
 
 
-async def start_training(inventory_path: Path) -> str:
-    """Launch the demo's job; a line for the console to show (what runs, or why not)."""
+async def start_training(inventory_path: Path) -> tuple[str, str | None]:
+    """Launch the demo's job; a line for the console to show (what runs, or why not),
+    and the job's id (None: not started), which the console then does not announce as
+    a job it re-attached to."""
     inventory = inventory_module.load(inventory_path)
     names = tuple(h.name for h in inventory.hosts[:MAX_HOSTS])
     torch_available = importlib.util.find_spec("torch") is not None
@@ -61,13 +63,13 @@ async def start_training(inventory_path: Path) -> str:
         runner.require_up(names, what="the demo's job")
         job = await runner.launch(await runner.prepare(spec))
     except ConsoleError as exc:
-        return f"The demo's job did not start: {exc}"
+        return f"The demo's job did not start: {exc}", None
     finally:
         await pool.close()
     what = f"{spec.program} ({job.plan.world_size} ranks on {', '.join(names)})"
     if not torch_available:
         what += "; torch is not installed, so not the DDP example"
-    return f"Training {what}: j lists jobs, Enter on one opens its logs"
+    return f"Training {what}: j lists jobs, Enter on one opens its logs", job.id
 
 
 def record_power_off(inventory_path: Path) -> int:

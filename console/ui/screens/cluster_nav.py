@@ -127,6 +127,11 @@ class ClusterNav(ClusterSlurm):
         self.attention_only = not self.attention_only
         self._apply_visibility()
         self._show_summary()
+        # A view that hid the focused panel (or showed none) left no focus: Enter then
+        # opened nothing. Focus the first panel the new view shows.
+        focused = self.focused
+        if self.dense or not (isinstance(focused, HostPanel) and focused.display):
+            self._focus_first_panel()
 
     def toggle_dense(self) -> None:
         """For callers that cannot await (the palette): the same as pressing v."""
@@ -187,10 +192,12 @@ class ClusterNav(ClusterSlurm):
             name = self.grid.cursor
             return next((h for h in self.hosts if h.name == name), None)
         focused = self.focused
-        if not isinstance(focused, HostPanel):
-            self._focus_first_panel()
-            focused = self.focused
-        return focused.host if isinstance(focused, HostPanel) else None
+        if not isinstance(focused, HostPanel) or not focused.display:
+            # Nothing focused (focus moves later than this is read): the first shown.
+            focused = panel_after(self._panels.values(), None, 0)
+            if focused is not None:
+                self.set_focus(focused)
+        return focused.host if focused is not None else None
 
     def action_detail(self) -> None:
         host = self.selected_host()

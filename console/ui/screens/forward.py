@@ -111,13 +111,22 @@ class ForwardScreen(ModalScreen[None]):
                 "Esc closes.",
                 markup=False,
             )
-            yield Input(self.suggestion, placeholder="node1:6006 6006", id="forward-input")
+            # The suggestion ("node1:") is the start of what to type: the cursor after
+            # it, nothing selected (a selection is replaced by the first key typed).
+            yield Input(
+                self.suggestion,
+                placeholder="node1:6006 6006",
+                id="forward-input",
+                select_on_focus=False,
+            )
             yield Static("", id="forward-message", markup=False)
             yield OptionList(id="forward-list")
 
     def on_mount(self) -> None:
         self._show()
-        self.query_one("#forward-input", Input).focus()
+        box = self.query_one("#forward-input", Input)
+        box.focus()
+        box.cursor_position = len(box.value)
 
     def _show(self) -> None:
         choices = self.query_one("#forward-list", OptionList)

@@ -26,6 +26,7 @@ from console.jobs.models import JobState
 from console.ui.formatting import plain
 from console.ui.jobs_service import JobRow
 from console.ui.messages import OpenLogs
+from console.ui.overview import count
 from console.ui.rank_shell_action import SHELL_BINDING, RankShell, ShellRunner, run_suspended
 from console.ui.screens.forward import (
     FORWARD_BINDING,
@@ -37,6 +38,7 @@ from console.ui.screens.forward import (
 from console.ui.services import Services
 from console.ui.theming import state_colour
 from console.ui.widgets.keys_footer import KeysFooter
+from console.ui.widgets.row_table import RowTable
 
 STATE_COLOURS = {
     JobState.STARTING: "connecting",
@@ -114,7 +116,7 @@ class JobsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="jobs-summary", markup=False)
-        table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row")
+        table = RowTable(id="jobs-table", cursor_type="row")
         yield table
         yield Static("", id="job-detail", markup=False)
         yield hidden_forwards_line()
@@ -183,8 +185,8 @@ class JobsScreen(Screen[None]):
             table.move_cursor(row=table.get_row_index(selected))
         running = sum(1 for r in self.rows.values() if not r.state.finished)
         self.query_one("#jobs-summary", Static).update(
-            f"{len(self.rows)} jobs  ·  {running} not finished  ·  l: launch  s: stop  r: report  "
-            "Enter: logs"
+            f"{count(len(self.rows), 'job')}  ·  {running} not finished  ·  "
+            "l: launch  s: stop  r: report  Enter: logs"
         )
         self._show_detail()
 

@@ -275,9 +275,8 @@ class LogsScreen(LogsSearch):
         """Loss and steps/s per rank over steps (``screens/curves.py``)."""
         record = self.panels.refresh_steps  # records the newest points first
         refresh = self.services.settings.refresh_s
-        self.app.push_screen(
-            CurvesScreen(self.plan.job_id, self.panels.curves, refresh, before=record)
-        )
+        curves = self.panels.curves_from_start()
+        self.app.push_screen(CurvesScreen(self.plan.job_id, curves, refresh, before=record))
 
     def action_steps_table(self) -> None:
         table = self.query_one("#steps-table", StepsTable)

@@ -12,7 +12,8 @@ from textual.widget import Widget
 from console.jobs.models import JobPlan
 from console.logs.buffer import LogStore
 from console.logs.curves import CurveStore
-from console.logs.models import RankKey
+from console.logs.file_steps import STEP_HINTS
+from console.logs.models import RankKey, rank_key
 from console.logs.stalls import Stall, find_stalls
 from console.logs.steps import JobProgress, StepTracker
 from console.ui.services import Services
@@ -48,6 +49,25 @@ class LogsPanels:
         self.curves = CurveStore()  # the curves screen's points (``c``)
         self.progress: JobProgress | None = None
         self.stalled: dict[RankKey, Stall] = {}
+
+    def curves_from_start(self) -> CurveStore:
+        """The curves from the job's first step: every step line the logs hold, fed one
+        at a time as ``file_steps.py`` reads a whole file. Live, a point is kept per
+        rank per refresh, so the backlog read when the screen opened (the job's first
+        400 steps in one batch) gave a single point; from here on live points add on."""
+        tracker = StepTracker()
+        store = CurveStore()
+        for line in self.screen.store.lines():
+            lowered = line.text.lower()
+            if not any(hint in lowered for hint in STEP_HINTS):
+                continue
+            tracker.feed([line])
+            rank = tracker.rank(rank_key(line))
+            if rank is not None:
+                store.record([rank], line.received)
+        store.record(self.steps.ranks(), self.screen.services.clock())
+        self.curves = store
+        return store
 
     def refresh_steps(self) -> None:
         screen = self.screen

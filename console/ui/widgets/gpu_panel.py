@@ -41,6 +41,7 @@ from console.ui.widgets.gpu_text import (
     bar,
     gib,
     host_figures,
+    job_owner,
     line_of,
     one_line,
     process_label,
@@ -368,7 +369,7 @@ class HostPanel(Widget, can_focus=True):
             memory = (
                 NOT_REPORTED if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f}G"
             )
-            owner = one_line(f"job {p.job} rank {p.rank}" if p.job else (p.user or ""))
+            owner = one_line(job_owner(p) if p.job else (p.user or ""))
             command = display.clip(p.command or "", 60)
             line = line_of(f"   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", "dim")
             line.append(command, style="dim italic")

@@ -56,6 +56,12 @@ def process_label(p: GpuProcess) -> str:
     return f"pid {p.pid}" + (f" {command}" if command else "")
 
 
+def job_owner(p: GpuProcess) -> str:
+    """``job J rank R``; a job's process that has no rank yet (a launcher, a rank
+    before its environment is read) says only its job, not "rank None"."""
+    return f"job {p.job} rank {p.rank}" if p.rank is not None else f"job {p.job}"
+
+
 def rate(value: float | None) -> str:
     """Bytes/s as a short figure: 1.2M, 340K."""
     if value is None:

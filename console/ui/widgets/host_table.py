@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from rich.cells import cell_len
 from rich.text import Text
 from textual.theme import Theme
-from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
 from console import display
@@ -16,6 +15,7 @@ from console.inventory import Host
 from console.transport.base import HostState, HostStatus
 from console.ui.formatting import plain
 from console.ui.theming import state_colour
+from console.ui.widgets.row_table import RowTable
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "Host"),
@@ -34,7 +34,7 @@ REASON_MIN_WIDTH = 20
 FITTED = ("state", "latency", "last_seen")
 
 
-class HostTable(DataTable[str | Text]):
+class HostTable(RowTable):
     """Rows are keyed by host name; ``apply`` takes a batch of statuses at once."""
 
     def __init__(
