@@ -218,14 +218,20 @@ def attribute(ctx: FileContext, texts: Sequence[str], received: float) -> list[L
 class FileAttribution:
     """Turns one file's decoded chunks into runs: a rank's own file is one run per chunk
     with one shared source; a launcher's combined file is parsed line by line and cut
-    into runs of consecutive lines of the same prefix (sources shared too)."""
+    into runs of consecutive lines of the same prefix (sources shared too).
 
-    __slots__ = ("_sources", "ctx", "source")
+    A line longer than the follower's ``max_line`` comes as several chunks, the prefix
+    only on the first: the line a chunk leaves open (no line end) is remembered, and the
+    next chunk's first line continues it under the same rank, its text never read as a
+    prefix (a 50 MB line's pieces read ``launcher`` before)."""
+
+    __slots__ = ("_open", "_sources", "ctx", "source")
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.source = ctx.source()
         self._sources: dict[tuple[object, ...], LineSource] = {}
+        self._open: LogLine | None = None  # the last line, when its chunk had no line end
 
     def runs(self, text: str, received: float) -> list[LineRun]:
         if self.ctx.attributed and text.startswith("[") and _HOROVOD_TAG.match(text):
@@ -234,10 +240,16 @@ class FileAttribution:
         chunk = runs_of_text(self.source, received, text)
         if self.ctx.attributed or not chunk:
             return chunk
+        texts = chunk[0].texts()
+        carried = self._open
+        lines = attribute(self.ctx, texts[1:] if carried else texts, received)
+        if carried is not None:
+            lines.insert(0, carried._replace(text=texts[0], received=received))
+        self._open = lines[-1] if not text.endswith(("\n", "\r")) else None
         out: list[LineRun] = []
         group: list[str] = []
         head: LogLine | None = None
-        for line in attribute(self.ctx, chunk[0].texts(), received):
+        for line in lines:
             if head is None or line[2:5] != head[2:5] or line.role != head.role:
                 if head is not None:
                     out.append(run_of_texts(self._shared(head), received, group))
