@@ -1,9 +1,10 @@
 """Bundled example training programs (package data), runnable on CPU in seconds.
 
-``example:ddp`` / ``example:horovod`` / ``example:ps`` in a job spec refer to these;
-the runner copies one into the job directory (``JobPlan.uploads``) with
-:func:`example_source`. They only need Python, torch (and horovod for the Horovod one)
-on the hosts, never this package.
+``example:ddp`` / ``example:horovod`` / ``example:mpi`` / ``example:ps`` / ``example:ray``
+in a job spec refer to these; the runner copies one into the job directory
+(``JobPlan.uploads``). What each imports on the hosts (pre-flight checks it:
+``console.jobs.preflight.job.EXAMPLE_NEEDS``): torch (ddp, horovod), horovod, ray; the
+mpi and ps examples only the standard library. Never this package.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from importlib import resources
 EXAMPLE_FILES = {
     "ddp": "ddp_train.py",
     "horovod": "horovod_train.py",
+    "mpi": "mpi_train.py",
     "ps": "ps_train.py",
+    "ray": "ray_train.py",
 }
 
 

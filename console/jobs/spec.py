@@ -48,7 +48,7 @@ from console.names import (
 from console.validation import first_problem
 
 EXAMPLE_PREFIX = "example:"
-EXAMPLES = ("ddp", "horovod", "ps", "ray")
+EXAMPLES = ("ddp", "horovod", "mpi", "ps", "ray")
 PLACEHOLDERS = ("{steps_per_rank}", "{total_steps}", "{world_size}")
 MAX_SLOTS = 1024
 MAX_TASKS = 4096

@@ -139,7 +139,7 @@ async def test_launch_preview_keeps_its_job_id_and_follows_the_kind() -> None:
         assert "None" not in preview()  # horovodrun has no master port to show
         form.query_one("#kind", Select).value = "mpi"
         await pilot.pause()
-        assert form.query_one("#program", Input).value == "example:horovod"
+        assert form.query_one("#program", Input).value == "example:mpi"  # needs no horovod
         # A program of the user's own stays whatever the kind.
         form.query_one("#program", Input).value = "train.py"
         form.query_one("#kind", Select).value = "ddp"

@@ -56,7 +56,8 @@ def judge_health(
     requests: Sequence[HostRequest], rows: Sequence[HealthRow], *, allow: bool = False
 ) -> list[Finding]:
     """Findings for the GPUs (and hosts) the job uses: ``fail`` is an error (a warning
-    when ``allow``: --allow-unhealthy), ``warn`` a warning."""
+    when ``allow``: --allow-unhealthy), ``warn`` a warning, and so is ``busy`` (another
+    process on a GPU of the job's)."""
     by_host: dict[str, list[HealthRow]] = {}
     for row in rows:
         by_host.setdefault(row.host, []).append(row)
@@ -67,6 +68,10 @@ def judge_health(
         used = set(job_gpus(req.host, req.gpus))
         for row in by_host.get(req.host.name, ()):
             if row.state == "ok" or (row.gpu is not None and row.gpu not in used):
+                continue
+            if row.state == "busy":  # probe.health_check.BusyGpu: processes on it
+                message = f"GPU {row.gpu} already used by other processes: {', '.join(row.reasons)}"
+                found.append(Finding("gpu-busy", "warning", message, req.host.name))
                 continue
             what = "the host" if row.gpu is None else f"GPU {row.gpu}"
             severity: Severity

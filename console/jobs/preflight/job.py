@@ -25,6 +25,15 @@ from console.jobs.preflight.probe import HostRequest, PreflightReport, run_prefl
 from console.jobs.spec import JobSpec
 
 REQUIRED = {JobKind.DDP: ("torch",), JobKind.HOROVOD: ("horovod",), JobKind.RAY: ("ray",)}
+# What each bundled example imports beyond the standard library (console/examples/), so
+# that `--kind mpi -- example:horovod` without horovod is refused here, not by every rank.
+EXAMPLE_NEEDS: dict[str, tuple[str, ...]] = {
+    "ddp": ("torch",),
+    "horovod": ("horovod", "torch"),
+    "mpi": (),
+    "ps": (),
+    "ray": ("ray",),
+}
 # Open MPI's own two switches that let mpirun run as root (either suffices with the flag).
 ROOT_ALLOWED_ENV = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 
@@ -66,9 +75,9 @@ async def preflight_job(
         keys_hint=keys_hint(inventory, placement),
         ports=listen_ports(placement),
     )
-    checks = run_preflight(
-        connections, requests, packages=packages, required=REQUIRED.get(plan.kind, ())
-    )
+    required = required_packages(plan.kind, spec.example)
+    packages += [p for p in required if p not in packages]
+    checks = run_preflight(connections, requests, packages=packages, required=required)
     if health is None:
         return await checks
     names = [r.host.name for r in requests if r.gpus and connections[r.host.name].status.is_up]
@@ -81,7 +90,17 @@ async def preflight_job(
         found = [Finding("health", "warning", f"GPU health not read: {rows}")]
     else:
         found = judge_health(requests, rows, allow=allow_unhealthy)
+        # The sampler's reading of the GPUs' processes replaces the probe's nvidia-smi
+        # one: it sees the demo's simulated GPUs too, and only the job's GPUs count.
+        kept = tuple(f for f in report.findings if f.check != "gpu-busy")
+        report = replace(report, findings=kept)
     return replace(report, findings=(*report.findings, *found), checked=(*report.checked, "health"))
+
+
+def required_packages(kind: JobKind, example: str | None) -> tuple[str, ...]:
+    """The packages every host of the job must have: its kind's launcher's, its example's."""
+    needs = (*REQUIRED.get(kind, ()), *EXAMPLE_NEEDS.get(example or "", ()))
+    return tuple(dict.fromkeys(needs))
 
 
 def launcher_peers(p: Placement) -> tuple[str, ...]:

@@ -71,10 +71,10 @@ FIELD_NAMES = tuple(name for name, _, _ in TEXT_FIELDS)
 SWITCH_ERRORS = ("horovod_elastic",)
 PS_ONLY = ("ps", "workers")
 RAY_ONLY = ("ray_object_store", "ray_dashboard_host", "ray_dashboard_port")
-# The bundled example each kind starts with; mpi runs the Horovod example under mpirun.
+# The bundled example each kind starts with; mpi's needs no MPI library nor horovod.
 KIND_EXAMPLES = {
     JobKind.DDP.value: "example:ddp",
-    JobKind.MPI.value: "example:horovod",
+    JobKind.MPI.value: "example:mpi",
     JobKind.HOROVOD.value: "example:horovod",
     JobKind.PS.value: "example:ps",
     JobKind.RAY.value: "example:ray",
