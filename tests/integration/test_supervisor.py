@@ -20,6 +20,7 @@ import psutil
 import pytest
 from sshd_cluster import SshdCluster
 
+from console.hostprogs.guarded_listener import guarded_answer
 from console.hostprogs.supervisor.wire import wire_pack
 from tests.integration.test_jobs_cli import (
     CLI,
@@ -220,13 +221,18 @@ def test_wrong_secret_is_refused_and_a_dead_supervisor_leaves_training(
     replayed = wire_pack(
         secret, job_id, {"type": "beat", "sender": "node1"}, now=time.time() - 3600
     )
-    for line in (forged, replayed):
-        with socket.create_connection((cluster.host("node0").address, port), timeout=5) as sock:
+    # Without the key no line is read past the challenge; with it (the proof answered),
+    # the wire still refuses a forged or replayed line. The leader hangs up on each.
+    for line, prove in ((forged, False), (forged, True), (replayed, True)):
+        with socket.create_connection((cluster.host("node0").address, port), timeout=30) as sock:
+            challenge = sock.makefile("rb").readline()
+            sock.sendall((guarded_answer(secret, job_id, challenge) or b"") if prove else b"")
             sock.sendall(line)
-            sock.settimeout(5)
-            assert sock.recv(100) == b""  # the leader hangs up on it
+            sock.settimeout(30)
+            assert sock.recv(100) == b""
     refused = [e for e in events(cluster, "node0", job_id) if e["event"] == "refused"]
     assert [e["why"] for e in refused] == [
+        "no proof of the job's key",
         "bad signature (not this job's secret)",
         "stale or future timestamp (a replay, or clocks far apart)",
     ]

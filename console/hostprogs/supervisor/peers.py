@@ -24,12 +24,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import socket
 import time
 from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
+    from console.hostprogs.guarded_listener import GUARDED_AUTH_S, GuardedListener
     from console.hostprogs.jobctl.common import ENDED_HOSTS, read_text
+    from console.hostprogs.supervisor.link import SvLink, SvPeer
     from console.hostprogs.supervisor.local import SV_LOST_DIR, SvLocal
     from console.hostprogs.supervisor.policy import (
         FAILED,
@@ -40,54 +43,8 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     )
     from console.hostprogs.supervisor.wire import WireGuard, WireRefused, wire_pack
 
-# What a closed connection (the peer's kernel answered) looks like, as opposed to silence.
-SV_CLOSED_ERRORS = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
-
-class SvPeer:
-    """One TCP connection to another supervisor: buffered signed lines both ways."""
-
-    def __init__(self, sock: socket.socket, address: str) -> None:
-        self.sock = sock
-        self.address = address
-        self.host: str | None = None  # known once its hello was accepted
-        self.buffer = b""
-        self.last_seen = time.time()
-        self.closed = False  # EOF or reset: the peer's process ended, its kernel answered
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def send(self, data: bytes) -> bool:
-        try:
-            self.sock.sendall(data)
-            return True
-        except SV_CLOSED_ERRORS:
-            self.closed = True
-            return False
-        except OSError:
-            return False
-
-    def lines(self) -> list[bytes] | None:
-        """Complete lines read now; None when the connection closed or failed."""
-        try:
-            data = self.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except SV_CLOSED_ERRORS:
-            self.closed = True
-            return None
-        except OSError:
-            return None
-        if not data:
-            self.closed = True
-            return None
-        self.buffer += data
-        *done, self.buffer = self.buffer.split(b"\n")
-        return done
-
-
-class SvPeers:
+class SvPeers(SvLink):
     """The peer side of :class:`Supervisor` (a mixin: the state lives there)."""
 
     job_dir: str
@@ -107,7 +64,9 @@ class SvPeers:
     followers: list[str]
     progress: dict[str, float]
     peers: list[SvPeer]
-    listener: socket.socket | None
+    selector: selectors.BaseSelector
+    listener: GuardedListener | None
+    refusals: dict[str, Any]  # {"count", "since_told": {why: n}, "told_at"}
     leader: SvPeer | None
     leader_seen: float
     ever_connected: bool
@@ -134,15 +93,6 @@ class SvPeers:
     def from_spare_joined(self, host: str) -> None: ...  # elastic
     def spare_go(self) -> None: ...  # elastic
 
-    def accept(self) -> None:
-        assert self.listener is not None
-        try:
-            sock, address = self.listener.accept()
-        except OSError:
-            return
-        sock.setblocking(False)
-        self.peers.append(SvPeer(sock, f"{address[0]}:{address[1]}"))
-
     def connect(self) -> None:
         now = time.time()
         if self.leader_host in self.unsupervised and now - self.last_connect < self.beat_s:
@@ -162,11 +112,14 @@ class SvPeers:
             self.leader_error = str(exc)
             return
         sock.setblocking(False)
-        self.leader = SvPeer(sock, f"{address[0]}:{address[1]}")
-        self.leader.host = self.leader_host
+        leader = SvPeer(sock, f"{address[0]}:{address[1]}", authed=False)
+        self.leader = leader
+        leader.host = self.leader_host
+        self.selector.register(sock, selectors.EVENT_READ, lambda: self.receive(leader))
         self.leader_seen = time.time()
         self.ever_connected = True
         self.peer_supervised(self.leader_host)
+        # Held in the outbox until the leader's challenge is answered.
         self.send_leader({"type": "hello", "host": self.host})
         for end in self.local.ended.values():
             self.send_leader({"type": "ended", "end": end})  # again: the leader ignores repeats
@@ -185,6 +138,8 @@ class SvPeers:
                 self.drop(peer, "send failed")
 
     def drop(self, peer: SvPeer, why: str) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(peer.sock)
         with contextlib.suppress(OSError):
             peer.sock.close()
         if peer is self.leader:
@@ -214,10 +169,17 @@ class SvPeers:
             self.dirty = True
 
     def receive(self, peer: SvPeer) -> None:
-        lines = peer.lines()
+        self.handle(peer, peer.lines())
+
+    def handle(self, peer: SvPeer, lines: list[bytes] | None) -> None:
         if lines is None:
-            self.drop(peer, "connection closed" if peer.closed else "connection failed")
+            why = "connection closed" if peer.closed else peer.why or "connection failed"
+            self.drop(peer, why)
             return
+        if not peer.authed:
+            lines = self.answer_challenge(peer, lines)
+            if lines is None:
+                return
         for line in lines:
             try:
                 message = self.guard.open(line)
@@ -309,9 +271,13 @@ class SvPeers:
         now = time.time()
         if self.is_leader:
             connected = {p.host for p in self.peers if p.host is not None}
+            if self.listener is not None:
+                self.listener.expire(now)
             for peer in list(self.peers):
                 if peer.host is not None and now - peer.last_seen > self.silence_s:
                     self.drop(peer, f"no heartbeat for {now - peer.last_seen:.0f} s")
+                elif peer.host is None and now - peer.last_seen > GUARDED_AUTH_S:
+                    self.drop(peer, "no hello after its proof")
             for host in self.followers:
                 if host in connected and any(p.host == host for p in self.peers):
                     self.silent_since.pop(host, None)

@@ -28,9 +28,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
+import selectors
 import signal
-import socket
 import sys
 import time
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 NOTIFY_DRAIN_S = 60.0
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
+    from console.hostprogs.guarded_listener import GuardedListener, guarded_dispatch
     from console.hostprogs.jobctl.common import (
         PRIVATE_UMASK,
         STOP_REQUESTED,
@@ -50,19 +50,19 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     from console.hostprogs.supervisor.drain import SvDrain
     from console.hostprogs.supervisor.elastic import SvElastic
     from console.hostprogs.supervisor.hang import SvHangWatch, sv_hang_api
+    from console.hostprogs.supervisor.link import SvPeer
     from console.hostprogs.supervisor.local import (
         SUPERVISOR_VERSION,
         SV_CONFIG,
         SV_EVENTS,
         SV_PID,
-        SV_PORT,
         SV_SECRET,
         SV_STATE,
         SvLocal,
         sv_path,
     )
     from console.hostprogs.supervisor.notify import SvNotifier, failure_reason
-    from console.hostprogs.supervisor.peers import SvPeer, SvPeers
+    from console.hostprogs.supervisor.peers import SvPeers
     from console.hostprogs.supervisor.policy import JobPolicy, PolicyProcess, ProcessEnded
     from console.hostprogs.supervisor.restart import SvRestarts
     from console.hostprogs.supervisor.wire import WireGuard
@@ -112,7 +112,10 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
         self.hang: dict[str, Any] | None = None
         self.progress: dict[str, float] = {}
         self.peers: list[SvPeer] = []
-        self.listener: socket.socket | None = None
+        # epoll where there is one: select() cannot take a descriptor >= 1024.
+        self.selector = selectors.DefaultSelector()
+        self.listener: GuardedListener | None = None
+        self.refusals: dict[str, Any] = {}
         self.leader: SvPeer | None = None
         self.leader_seen = time.time()
         self.ever_connected = False
@@ -218,29 +221,10 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
         self.write(force=True)
         self.notifier.drain(NOTIFY_DRAIN_S)
 
-    def listen(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.cfg.get("bind", ""), int(self.cfg.get("port") or 0)))
-        sock.listen(64)
-        sock.setblocking(False)
-        self.listener = sock
-        write_atomic(os.path.join(self.job_dir, SV_PORT), f"{sock.getsockname()[1]}\n")
-
     def step(self) -> None:
-        readable: list[Any] = list(self.peers)
-        if self.listener is not None:
-            readable.append(self.listener)
         if not self.is_leader and self.leader is None and not self.policy.over:
             self.connect()
-        if self.leader is not None:
-            readable.append(self.leader)
-        ready, _w, _x = select.select(readable, [], [], self.poll_s)
-        for item in ready:
-            if item is self.listener:
-                self.accept()
-            else:
-                self.receive(item)
+        guarded_dispatch(self.selector, self.poll_s)  # the port, the peers, the leader
         self.watch_local()
         self.horovod_watch()  # elastic.py: before the restarts (a lost host's drop is none)
         self.watch_restarts()

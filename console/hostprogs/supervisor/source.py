@@ -30,6 +30,8 @@ PARTS = (
     "supervisor/hang_capture.py",
     "supervisor/local.py",
     "supervisor/restart.py",
+    "guarded_listener.py",  # every listener of ours on a host: the key first, bounded
+    "supervisor/link.py",
     "supervisor/peers.py",
     "supervisor/elastic.py",
     "supervisor/drain.py",

@@ -76,6 +76,9 @@ def supervisor_spec(
         "leader": leader.name,
         "leader_address": training_address(leader),
         "leader_port": leader_port,
+        # The leader's port listens there only, not on every address (where it is the
+        # leader host's own; guarded_listener.py falls back and says why otherwise).
+        "bind": training_address(leader) if host == leader.name else "",
         "kind": plan.kind.value,
         "fail_fast": plan.fail_fast,
         "grace": grace_s,
