@@ -104,6 +104,9 @@ class DemoNode:
             process_factory=self._serve_session,
             sftp_factory=lambda chan: HomeSFTPServer(chan, self.home),
             encoding=None,
+            # A terminal session (ssh -t) gets a real PTY (demo_pty.py), whose line
+            # discipline echoes and edits: asyncssh's own editor would do it twice.
+            line_editor=False,
             reuse_address=True,
             login_timeout=30,
         )

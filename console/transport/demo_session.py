@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncssh
 
+from console.transport.demo_pty import run_in_pty
 from console.transport.demo_shapes import DemoHostShape as DemoNode
 
 _CHUNK = 65536
@@ -30,6 +31,18 @@ class Session:
         self.process = process
 
     async def run(self, argv: list[str]) -> None:
+        if self.process.get_terminal_type() is not None:  # ssh -t: a terminal session
+            status = await run_in_pty(
+                self.process,
+                argv,
+                cwd=self.node.home,
+                env=self.node.session_env(self.process),
+                adopt=self.node.cluster.adopt,
+                signal_group=_signal_group,
+            )
+            if status is not None:
+                _report_exit(self.process, status)
+            return
         loop = asyncio.get_running_loop()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()

@@ -52,3 +52,30 @@ async def test_curves_draw_from_step_one_when_the_backlog_comes_in_one_batch() -
         logs.apply_batches([backlog(job.job_id, range(403, 406))])
         app.screen.redraw()
         assert [p.step for p in next(iter(app.screen.store.curves().values()))][-1] == 405
+
+
+async def test_a_resumed_host_leaves_the_logs_header() -> None:
+    # The follower says "disconnected" when its stream broke (a rank shell held the
+    # console), then "resumed" once it follows again: the header must not keep the first.
+    from textual.widgets import Static
+
+    from console.logs.models import FollowNote
+
+    app = DistConsoleApp(INVENTORY, connections_factory=None, clock=lambda: NOW + 60)
+    async with app.run_test(size=(160, 40)) as pilot:
+        spec = make_spec(kind="ddp", program="example:ddp", gpus_per_host=1)
+        logs = LogsScreen(
+            plan(spec, INVENTORY, job_id="shell-back"), app.services, follow_hosts=False
+        )
+        await app.push_screen(logs)
+
+        def note(kind: str) -> LogBatch:
+            return LogBatch("node1", (), (FollowNote("node1", "", kind, ""),), NOW)
+
+        logs.apply_batches([note("disconnected")])
+        await pilot.pause()
+        header = logs.query_one("#logs-summary", Static)
+        assert "node1: disconnected" in str(header.render())
+        logs.apply_batches([note("resumed"), backlog("shell-back", range(1, 3))])
+        await pilot.pause()
+        assert "disconnected" not in str(header.render())

@@ -190,6 +190,11 @@ class LogsScreen(LogsSearch):
             for note in batch.notes:
                 if note.kind in ("error", "disconnected", "truncated", "rotated"):
                     self.notes = [*self.notes[-4:], f"{note.host}: {note.kind} {note.message}"]
+                elif note.kind == "resumed":
+                    # Following again (after a rank shell held the console, a network
+                    # blip): the host's "disconnected" is over, the header drops it.
+                    gone = f"{note.host}: disconnected"
+                    self.notes = [n for n in self.notes if not n.startswith(gone)]
         if not lines:
             self._summary()
             return
