@@ -91,7 +91,10 @@ def supervisor_spec(
         "max_restarts": plan.max_restarts,
         "min_hosts": plan.min_hosts,  # elastic (ddp, Horovod): a lost host above it is a scale-down
         "name": plan.name,
-        "notify": dataclasses.asdict(plan.notify) if plan.notify is not None else None,
+        # Only the leader's supervisor notifies: the others never hold the webhook's secret.
+        "notify": dataclasses.asdict(plan.notify)
+        if plan.notify is not None and host == leader.name
+        else None,
         "processes": processes,
     }
     return {"config": config, "secret": secret, "source": supervisor_source()}
