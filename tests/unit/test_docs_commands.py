@@ -153,3 +153,27 @@ def test_a_made_up_command_or_option_is_caught(text: str) -> None:
 def test_the_program_s_own_options_are_its_own() -> None:
     text = "```sh\ndistconsole launch hosts.yaml --kind ddp -- example:ddp --crash-rank 1\n```"
     assert problems(text, "page.md") == []
+
+
+def test_the_readme_is_a_front_page_linking_the_docs() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert text.count("\n") <= 300
+    linked = set(re.findall(r"\]\((docs/[\w-]+\.md)\)", text))
+    assert len(linked) >= 4, linked
+    # Relative links of every page lead to files that exist (pages written by others
+    # included: a link to a page not written yet fails here until it is).
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.name}: {target}"
+
+
+def test_ci_runs_the_readme_s_test_command() -> None:
+    section = (ROOT / "README.md").read_text().split("## Tests", 1)[1]
+    block = FENCE.search(section)
+    assert block is not None
+    command = block[2].strip()
+    assert command == (
+        "bash scripts/setup-test-env.sh && /opt/distconsole-test/venv/bin/python -m pytest -q"
+    )
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines()
