@@ -17,11 +17,17 @@ workers carry the round they belong to (``GROUP_WORLD_SIZE``: agents in the roun
 supervisors are still connected, every unsupervised host was left out of it: lost.
 
 Spares (``--spare-hosts``: a ddp launch with no planned ranks) run a torchrun agent of
-the same rendezvous, gated (``SV_SPARE_GATE``) until the leader, once its own workers
-run (the first round formed), sends ``spare-go``; the agent then waits in torch's
-redundancy list until a host leaves. A spare's supervisor sees its agent's workers
-start (it joined a round) and sends ``spare-joined``: the leader's policy counts it in
-``hosts_now`` and writes a ``spare-joined`` event.
+the same rendezvous, gated (``SV_SPARE_GATE``) until the leader sends ``spare-go``: only
+once a host was lost (a scale-down no spare has made up for yet), one spare per lost
+host. Not before: torch's redundancy list holds an agent only while the round is full,
+so on any restart (a crashed rank, no host lost) a waiting spare moved to the wait list
+and raced the job's own agents into the next round; one agent too many was always left
+in the wait list of a full round, and every participant restarted its workers for it
+again, every 1.5-3 s, for ever. Started after the loss, the spare's agent finds a round
+of the survivors, waits, and they restart their workers once more to take it in. A
+spare's supervisor sees its agent's workers start (it joined a round) and sends
+``spare-joined``: the leader's policy counts it in ``hosts_now`` and writes a
+``spare-joined`` event.
 
 Horovod elastic (``jobs/plan/horovod_elastic.py``): one supervisor, the launcher
 host's; the other hosts run no process of the job (horovodrun's ssh starts the workers),
@@ -232,13 +238,16 @@ class SvElastic:
             self.dirty = True
 
     def tell_spares(self) -> None:
-        """The leader: ``spare-go`` to waiting spares once its workers run; an event for
-        each spare that joined."""
-        if self.last_round is not None and self.policy.verdict is None:
+        """The leader: ``spare-go`` to as many waiting spares (in plan order, connected)
+        as lost hosts no spare replaced yet (see the module doc: never for a restart);
+        an event for each spare that joined."""
+        wanted = len(self.policy.scale_downs) - len(self.policy.joins)
+        if wanted > 0 and self.policy.verdict is None:
             data = self.pack({"type": "spare-go"})
-            for peer in self.peers:
-                if peer.host is not None and self.policy.waiting_spare(peer.host):
-                    peer.send(data)
+            connected = {p.host: p for p in self.peers if p.host is not None}
+            waiting = [h for h in self.spares if self.policy.waiting_spare(h) and h in connected]
+            for host in waiting[:wanted]:
+                connected[host].send(data)
         for join in self.policy.joins[self.joins_told :]:
             self.joins_told += 1
             details = {k: v for k, v in join.items() if k != "host"}
