@@ -30,7 +30,7 @@ from console.jobs.backend import SshBackend
 from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import exit_file, rank_done, supervisor_states
-from console.jobs.plan.placement import select_hosts
+from console.jobs.plan.placement import place
 from console.jobs.preflight.health_gate import exclude_unhealthy
 from console.jobs.service import (
     HostSynced,
@@ -110,10 +110,12 @@ def run(args: argparse.Namespace) -> int:
         login = slurm_settings(inventory).login
         return asyncio.run(launch(args, spec, inventory, (login,), scheduler=scheduler))
     with naming_options():
-        hosts = select_hosts(spec, inventory)
+        # The spares too: their agents are launched (--hosts names only the job's own).
+        placed = place(spec, inventory, "launch")
     with naming_options():
         tree = scan_for_spec(spec)
-    return asyncio.run(launch(args, spec, inventory, tuple(h.name for h in hosts), tree))
+    names = tuple(h.name for h in (*placed.hosts, *placed.spares))
+    return asyncio.run(launch(args, spec, inventory, names, tree))
 
 
 class LaunchPrinter:

@@ -9,7 +9,8 @@ from typing import Any
 
 from console.errors import JobSpecError, PlanError
 from console.jobs.models import JobKind, JobPlan
-from console.jobs.spec import CLI_OPTION, JobSpec, make_spec, parse_env
+from console.jobs.spec import CLI_OPTION, JobSpec, make_spec
+from console.jobs.spec_env import ENV_FILE_OPTION, job_environment
 
 TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     # (spec field, label, placeholder)
@@ -106,7 +107,7 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
             elif name == "args":
                 fields[name] = tuple(shlex.split(raw))
             elif name == "env":
-                fields[name] = parse_env(shlex.split(raw))
+                fields[name] = form_env(shlex.split(raw))
             else:
                 fields[name] = raw
         except ValueError as exc:  # shlex: unbalanced quotes
@@ -121,6 +122,25 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
         return make_spec(**fields), {}
     except JobSpecError as exc:
         return None, {exc.field: exc.detail}
+
+
+def form_env(words: list[str]) -> dict[str, str]:
+    """The Environment field's words, as on the command line: NAME=VALUE, NAME (the
+    console's own value), ``--env-file=FILE`` or ``--env-file FILE``."""
+    items: list[str] = []
+    files: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word == ENV_FILE_OPTION:
+            files.append(next(rest, ""))
+        elif word.startswith(ENV_FILE_OPTION + "="):
+            files.append(word.removeprefix(ENV_FILE_OPTION + "="))
+        else:
+            items.append(word)
+    try:
+        return job_environment(items, files)
+    except JobSpecError as exc:
+        raise JobSpecError("env", str(exc) if exc.field != "env" else exc.detail) from None
 
 
 def steps_split_hint(job: JobPlan | None) -> str:
