@@ -10,7 +10,8 @@ the scan prints one JSON line::
     {"job": ID, "dir": PATH, "document": job.json or null (its plan left out when the
      id is "known", i.e. the console's history already holds it), "supervisor":
      supervisor.json or null, "supervisor_pid": int|null, "supervisor_alive": bool|null,
-     "processes": {NAME: {"pgid", "alive", "exit"}}, "alive": N, "modified": epoch}
+     "stop_requested": epoch|null, "processes": {NAME: {"pgid", "alive", "exit"}},
+     "alive": N, "modified": epoch}
 
 after its versioned hello, and ``{"done": N}`` last. ``supervisor_alive`` is null when
 the job has no ``supervisor.pid``. Nothing is written on the host, but a job directory
@@ -32,6 +33,7 @@ VERSION = 1
 JOB_FILE = "job.json"
 SUPERVISOR_FILE = "supervisor.json"
 SUPERVISOR_PID = "supervisor.pid"
+STOP_REQUESTED = "stop-requested"
 PGID_SUFFIX = ".pgid"
 MACHINE_SUFFIX = ".machine"
 EXIT_SUFFIX = ".exit"
@@ -94,6 +96,20 @@ def pid_alive(pid: int) -> bool:
     return bool(fields) and fields[0] not in ("Z", "X")
 
 
+def supervisor_alive(pid: int, job_id: str) -> bool:
+    """The job's supervisor (``python3 JOB_DIR/supervisor.py JOB_DIR HOST``) runs as
+    ``pid``: a host that rebooted or was killed whole leaves a stale pid another process
+    may carry now, which must not make a dead job look supervised."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open("/proc/" + str(pid) + "/cmdline", "rb") as handle:
+            argv = handle.read(1 << 16).decode(errors="replace")
+    except OSError:
+        return True  # not ours to read: its pid file said so, take it
+    return job_id in argv
+
+
 def processes(job_dir: str, names: list[str], machine: str, groups: set[int]) -> dict[str, Any]:
     found = {}
     for name in names:
@@ -128,6 +144,13 @@ def supervisor_names(job_dir: str, host: str | None) -> tuple[str, str]:
     return SUPERVISOR_FILE, SUPERVISOR_PID
 
 
+def modified_at(path: str) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
 def scan_job(
     job_dir: str,
     job_id: str,
@@ -148,20 +171,20 @@ def scan_job(
         entries = []
     names = sorted(e[: -len(PGID_SUFFIX)] for e in entries if e.endswith(PGID_SUFFIX))
     procs = processes(job_dir, names, machine, groups)
-    try:
-        modified = os.stat(job_dir).st_mtime
-    except OSError:
-        modified = None
     return {
         "job": job_id,
         "dir": job_dir,
         "document": document if isinstance(document, dict) else None,
         "supervisor": read_json(os.path.join(job_dir, record_name)),
         "supervisor_pid": supervisor_pid,
-        "supervisor_alive": None if supervisor_pid is None else pid_alive(supervisor_pid),
+        "supervisor_alive": None
+        if supervisor_pid is None
+        else supervisor_alive(supervisor_pid, job_id),
+        # When someone asked for the job to stop (``jobctl stop``), or null.
+        "stop_requested": modified_at(os.path.join(job_dir, STOP_REQUESTED)),
         "processes": procs,
         "alive": sum(1 for p in procs.values() if p["alive"]),
-        "modified": modified,
+        "modified": modified_at(job_dir),
     }
 
 

@@ -57,6 +57,11 @@ ADDED_COLUMNS = {"host_view": "TEXT"}
 COLUMNS = (
     "id, name, kind, state, started, ended, hosts, inventory, fail_fast, plan, failure, host_view"
 )
+# Final states are final: an update to an unfinished state (its parameter, 0) leaves a
+# final row alone. A host that comes back after its job was settled (its supervisor.json
+# stale at "running") must not revive the job; a final state may still be refined.
+FINAL_VALUES = ", ".join(f"'{s.value}'" for s in JobState if s.finished)
+STILL_OPEN = f"(? OR state NOT IN ({FINAL_VALUES}))"
 
 
 def data_dir() -> Path:
@@ -278,8 +283,8 @@ class JobHistory:
         with self._db() as db:
             db.execute(
                 "UPDATE jobs SET state = ?, ended = COALESCE(?, ended),"
-                " failure = COALESCE(?, failure) WHERE id = ?",
-                (state.value, ended, failure, job_id),
+                f" failure = COALESCE(?, failure) WHERE id = ? AND {STILL_OPEN}",
+                (state.value, ended, failure, job_id, int(state.finished)),
             )
 
     def record_from_hosts(
@@ -292,17 +297,19 @@ class JobHistory:
         view: dict[str, Any],
     ) -> None:
         """The state the job's hosts recorded (they are the truth: a running job is
-        running even if this history had guessed otherwise). A failure this history
-        already holds for a failed job is kept: the console that watched it wrote the
-        same failure with its cause (``first error:``); a job that did not fail has none."""
+        running even if this history had guessed it lost), but never a final job back
+        to an unfinished state (a host that comes back with a stale record). A failure
+        this history already holds for a job it holds as failed is kept: the console that
+        watched it wrote the same failure with its cause (``first error:``); a job that
+        did not fail has none."""
         if state.finished and ended is None:
             ended = time.time()
         keep = state is JobState.FAILED
         with self._db() as db:
             db.execute(
                 "UPDATE jobs SET state = ?, ended = ?,"
-                " failure = CASE WHEN ? THEN COALESCE(failure, ?) ELSE ? END,"
-                " host_view = ? WHERE id = ?",
+                " failure = CASE WHEN ? AND state = 'failed' THEN COALESCE(failure, ?) ELSE ? END,"
+                f" host_view = ? WHERE id = ? AND {STILL_OPEN}",
                 (
                     state.value,
                     ended if state.finished else None,
@@ -311,6 +318,7 @@ class JobHistory:
                     failure,
                     json.dumps(view),
                     job_id,
+                    int(state.finished),
                 ),
             )
 

@@ -25,8 +25,9 @@ from console.hostprogs import jobs_scan
 from console.inventory import Host, Inventory
 from console.jobs.history import JobHistory, plan_from_json
 from console.jobs.models import JOBS_SUBDIR, JobState
+from console.jobs.report.settle import Settled, judged_alone, settle
+from console.jobs.report.settle import failure_text as failure_text  # re-exported
 from console.jobs.ssh.control import Connections
-from console.jobs.ssh.job import JobFailure
 from console.jobs.ssh.remote_ops import jobctl_command
 from console.transport.base import HostConnection
 from console.transport.hello import check_hello
@@ -60,6 +61,7 @@ class HostJob:
     processes: dict[str, dict[str, Any]]
     alive: int
     modified: float | None
+    stop_requested: float | None = None  # when ``jobctl stop`` asked (stop-requested)
 
     @property
     def unsupervised(self) -> bool:
@@ -89,9 +91,14 @@ def parse_scan(host: str, text: str) -> list[HostJob]:
                 processes=dict(record.get("processes") or {}),
                 alive=int(record.get("alive") or 0),
                 modified=record.get("modified"),
+                stop_requested=_number(record.get("stop_requested")),
             )
         )
     return found
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _json(host: str, line: str) -> dict[str, Any]:
@@ -138,6 +145,8 @@ class DiscoveredJob:
     # this scan could not reach either: not a supervisor that died on a live host, a
     # host that went away (killed with a FIN). See :func:`lost_hosts`.
     lost: tuple[str, ...] = ()
+    # The job's hosts this scan could not reach (host -> why): what runs there is unseen.
+    unreachable: dict[str, str] = field(default_factory=dict)
 
     @property
     def document(self) -> dict[str, Any] | None:
@@ -175,7 +184,15 @@ class DiscoveredJob:
     def alive(self) -> int:
         return sum(c.alive for c in self.copies.values())
 
+    def settled(self) -> Settled | None:
+        """The state this scan records itself when nothing of the job is alive on the
+        hosts it reached (``report/settle.py``); None otherwise."""
+        return settle(self.hosts, self.copies, self.unreachable, self.document)
+
     def state(self) -> JobState:
+        settled = self.settled()
+        if settled is not None:
+            return settled.state
         truth = self.truth
         state = None
         if truth is not None and truth.get("state") in SUPERVISOR_STATES:
@@ -189,8 +206,8 @@ class DiscoveredJob:
             unwatched = state is JobState.RUNNING and self.unsupervised
             return JobState.UNSUPERVISED if unwatched else state
         exits = [p.get("exit") for c in self.copies.values() for p in c.processes.values()]
-        if not exits:
-            return JobState.LOST
+        if not exits or any(h in self.unreachable for h in self.hosts):
+            return JobState.LOST  # what ran on a host that does not answer is unknown
         if all(e == 0 for e in exits):
             return JobState.SUCCEEDED
         return JobState.FAILED
@@ -218,6 +235,9 @@ class DiscoveredJob:
         return failure if isinstance(failure, dict) else None
 
     def failure_text(self) -> str | None:
+        settled = self.settled()
+        if settled is not None and settled.failure is not None:
+            return settled.failure
         failure = self.first_failure()
         if failure is None and self.lost and self.state() is JobState.LOST:
             return "\n".join(
@@ -258,28 +278,6 @@ def restarts_of(record: Mapping[str, Any]) -> int:
     return count if isinstance(count, int) and count > 0 else 0
 
 
-def failure_text(failure: Mapping[str, Any], document: Mapping[str, Any] | None = None) -> str:
-    """The supervisor's first failure in the words the console uses for one."""
-    rank = failure.get("rank")
-    signal = failure.get("signal")
-    reason = f"killed by {signal}" if signal else ""
-    cause = str(failure.get("reason") or failure.get("cause") or "")
-    if not failure.get("process") and cause.startswith("hung"):
-        # The policy records a hang as the cause only when the job stops on one.
-        return f"{cause}; stopped because --stop-on-hang"
-    ranks = [r for r in failure.get("ranks") or () if isinstance(r, int)]
-    described = JobFailure(
-        host=str(failure.get("host") or "?"),
-        process=str(failure.get("process") or ""),
-        ranks=tuple(ranks) or ((int(rank),) if isinstance(rank, int) else ()),
-        exit_status=failure.get("exit_code"),
-        reason=reason or ("" if failure.get("exit_code") is not None else cause),
-        tail=tuple(str(line) for line in failure.get("lines") or ()),
-        ended_at=failure.get("at"),
-    )
-    return described.describe()
-
-
 @dataclass
 class Discovery:
     jobs: dict[str, DiscoveredJob] = field(default_factory=dict)
@@ -307,6 +305,7 @@ async def scan_hosts(
         else:
             found.add(outcome)
     for job in found.jobs.values():
+        job.unreachable = {h: found.unreachable[h] for h in job.hosts if h in found.unreachable}
         job.lost = lost_hosts(job, found.unreachable)
     return found
 
@@ -316,6 +315,15 @@ def lost_hosts(job: DiscoveredJob, unreachable: Mapping[str, str]) -> tuple[str,
     supervisor's connection close (which alone reads unsupervised: the supervisor may
     have died on a live host) and they do not answer SSH now either."""
     truth = job.truth or {}
+    if job.hosts and job.truth is None and job.leader in unreachable:
+        # The leader's host itself: a follower whose supervisor runs saw the leader's
+        # connection close. Told it is lost, that follower fails the job naming it (the
+        # rendezvous was there) instead of waiting on a leader that will not answer.
+        return tuple(
+            job.leader
+            for c in job.copies.values()
+            if c.supervisor_alive and judged_alone(c.supervisor or {}, job.leader)
+        )[:1]
     if truth.get("state") != "running":
         return ()
     unsupervised = truth.get("unsupervised")
@@ -354,10 +362,10 @@ def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> li
     """Write what the hosts say into the history: jobs it lacks are added (from their
     job.json), and a job whose leader's supervisor recorded a state takes that state.
     Returns the ids the hosts settled (their state is the supervisor's)."""
-    known = {r.id for r in history.records(inventory=inventory.path)}
+    known = {r.id: r.state for r in history.records(inventory=inventory.path)}
     # Job ids are unique across inventories: a second file naming the same hosts (a
     # copy, a subset) sees jobs the history holds under the first; those stay its own.
-    elsewhere = {r.id for r in history.summaries()} - known
+    elsewhere = {r.id for r in history.summaries()} - known.keys()
     names = {h.name for h in inventory.hosts}
     settled = []
     for job in discovery.jobs.values():
@@ -370,17 +378,21 @@ def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> li
                 continue  # not this inventory's job, or a job.json without its plan
             plan = plan_from_json(json.dumps(plan_data))
             history.add(plan, inventory=inventory.path, started=_started(document))
-        if job.truth is None and job.job_id in known:
+        verdict = job.settled()
+        if verdict is not None and job.job_id in known and known[job.job_id].finished:
+            continue  # settled before (by a console, a scan): what it recorded stays
+        if job.truth is None and job.job_id in known and verdict is None and not job.lost:
             continue  # no supervisor: the console's re-attach (jobs.runner) decides
         state = job.state()
+        ended = verdict.at if verdict is not None else job.view()["ended_at"]
         history.record_from_hosts(
             job.job_id,
             state,
-            ended=(job.view()["ended_at"] or job.modified) if state.finished else None,
+            ended=(ended or job.modified) if state.finished else None,
             failure=job.failure_text(),
             view=job.view(),
         )
-        if job.truth is not None or state is JobState.UNSUPERVISED:
+        if job.truth is not None or state is JobState.UNSUPERVISED or verdict or job.lost:
             settled.append(job.job_id)
     return settled
 

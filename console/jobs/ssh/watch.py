@@ -33,7 +33,7 @@ from console.jobs.ssh.jobctl_reports import (
     WatchDone,
     watch_record,
 )
-from console.jobs.ssh.supervision import POLICY_SETTLE_S
+from console.jobs.ssh.supervision import POLICY_SETTLE_S, failure_of
 
 TAIL_LINES = 15
 SEARCHED_LINES = 400  # per file, for the first error before the launcher's report
@@ -213,6 +213,9 @@ class JobWatch(JobControl):
             elif found.state is JobState.FAILED and job.failure is None and job.lost_hosts:
                 lost, why = next(iter(job.lost_hosts.items()))
                 job.failure = JobFailure(lost, "", (), None, f"connection lost ({why})")
+            leader = self._leader_lost(job)
+            if found.state is JobState.FAILED and leader is not None:
+                job.failure = leader  # the followers' ranks lost its rendezvous: a consequence
             if found.state is JobState.STOPPED and not job.stopping:
                 job.stopped_elsewhere = True
             self._ended_as_recorded(job, job.supervisors.values())
@@ -246,6 +249,41 @@ class JobWatch(JobControl):
             self._set_state(job, JobState.RUNNING)
         if record.state == "hung":
             job._publish(JobEvent(job.id, job.state, host, message="hung"))
+
+    @staticmethod
+    def _leader_lost(job: Job) -> JobFailure | None:
+        """The leader's host, when this console lost it and the followers judged alone
+        (its supervisor's connection had closed): it is the job's cause, whatever the
+        followers' own ranks then failed with."""
+        leader = supervision.supervised_hosts(job.plan)[:1]
+        if not leader or leader[0] not in job.lost_hosts:
+            return None
+        alone = [
+            r
+            for r in job.supervisors.values()
+            if not r.leader
+            and r.final
+            and (
+                leader[0] in r.unsupervised
+                or (
+                    r.first_failure is not None
+                    and r.first_failure.host == leader[0]
+                    and not r.first_failure.process
+                )
+            )
+        ]
+        if not alone:
+            return None
+        then = failure_of(job, alone[0])
+        followed = f"; then {then.describe().splitlines()[0]}" if then is not None else ""
+        why = job.lost_hosts[leader[0]]
+        return JobFailure(
+            leader[0],
+            "",
+            (),
+            None,
+            f"host lost (connection lost: {why}); the rendezvous it held went with it{followed}",
+        )
 
     @staticmethod
     def _ended_as_recorded(job: Job, records: Iterable[SupervisorRecord]) -> None:
