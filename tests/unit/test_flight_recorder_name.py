@@ -1,7 +1,8 @@
 """PyTorch's flight recorder is sized under the name the host's torch reads, so no DDP
-rank prints torch's deprecation of ``TORCH_NCCL_TRACE_BUFFER_SIZE``: a real DDP job on a
-real sshd host with the test venv's torch (2.13), and the job's sitecustomize deciding
-for an older torch."""
+rank prints torch's deprecation of ``TORCH_NCCL_TRACE_BUFFER_SIZE``: the job's
+sitecustomize keeps the plan's ``TORCH_FR_BUFFER_SIZE`` for the venv's torch (2.13) and
+renames it for an older one. That a real DDP job's ranks print no deprecation is checked
+by tests/integration/test_jobs_cli.py::test_launch_streams_prefixed_output_and_exits_0."""
 
 from __future__ import annotations
 
@@ -9,33 +10,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from tests.sshd_cluster import SshdCluster
-
-REPO = Path(__file__).resolve().parents[2]
 DEPRECATION = "TORCH_NCCL_TRACE_BUFFER_SIZE is deprecated"
-
-
-@pytest.mark.sshd
-def test_a_ddp_rank_prints_no_deprecation_of_the_buffer_size(
-    sshd_cluster: Callable[..., SshdCluster], tmp_path: Path
-) -> None:
-    cluster = sshd_cluster(n=1)
-    env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(tmp_path / "data"))
-    # Attached, `launch` prints every line of every rank's stdout and stderr.
-    result = subprocess.run(
-        [sys.executable, "-m", "console", "launch", str(cluster.inventory_path), "--kind",
-         "ddp", "--gpus-per-host", "1", "--", "example:ddp", "--steps", "3"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "[node0 r0] rank 0 params_checksum=" in result.stdout, result.stdout[-2000:]
-    assert DEPRECATION not in result.stdout + result.stderr
 
 
 def hooked_env(tmp_path: Path, torch_version: str | None) -> dict[str, str]:
