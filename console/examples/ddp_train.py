@@ -58,6 +58,17 @@ def restart_count() -> int:
     return int(count)
 
 
+def agreed(restarts: int) -> int:
+    """The job's restart number, the same on every rank. torchrun counts per agent: the
+    agent whose worker failed counts a restart, its peers restart their workers for the
+    new round without counting one, so their ranks would read "restart 0"."""
+    highest = torch.tensor([restarts])
+    dist.all_reduce(highest, op=dist.ReduceOp.MAX)
+    count = int(highest.item())
+    os.environ["DISTCONSOLE_RESTART_COUNT"] = str(count)
+    return count
+
+
 def checkpoint_steps(directory: str) -> list[int]:
     steps = []
     for path in glob.glob(os.path.join(directory, "step-*.pt")):
@@ -99,7 +110,7 @@ def main() -> int:
     torch.manual_seed(0)  # same initial weights everywhere (DDP also broadcasts them)
     model = DistributedDataParallel(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)))
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    restarts = restart_count()
+    restarts = agreed(restart_count())
     directory = os.environ.get("DISTCONSOLE_CHECKPOINT_DIR", "")
     if directory:
         os.makedirs(directory, exist_ok=True)

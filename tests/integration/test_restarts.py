@@ -91,6 +91,10 @@ def test_ddp_restarts_through_torchrun_and_resumes_from_checkpoints(
     assert sorted(resumed) == [0, 1, 2, 3], text[-3000:]
     assert all(25 <= step <= 30 for step in resumed.values()), resumed  # saved every 5
     assert len(re.findall(r"rank \d params_checksum=", text)) == 4
+    # Each rank says which restart it runs in, the same number on every rank: torchrun
+    # counts per agent, and the agents whose workers did not fail count none (issue 30).
+    told = sorted(re.findall(r"rank (\d) world_size \d+ host \S+ restart (\d+)", text))
+    assert told == sorted((str(r), n) for r in range(4) for n in "01"), told
     # The host whose rank failed restarts (a peer whose own workers failed in the
     # collective too may report its restart of the same round). The cause is the failure
     # torchrun reports: rank 1's exit 3, or, when its neighbour on node0 failed in the
