@@ -124,6 +124,31 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(_kept, text)
 
 
+def plain(text: object) -> str:
+    """A value from a host (a GPU name, a job name, a reason) as one line of plain text
+    for a terminal or a table cell: every control sequence dropped (colours too), every
+    other control character (a newline, a tab) a space, so no value draws on the
+    terminal or makes a row of its own; a lone surrogate (a job.json's ``"\\udc80"``)
+    reads "?" instead of failing the print. None reads :data:`NOT_REPORTED`."""
+    if text is None:
+        return NOT_REPORTED
+    line = str(text).replace("\t", " ")
+    if _ANY_CONTROL.search(line) is not None:
+        line = _ANY_CONTROL.sub(" ", _CONTROL.sub(_dropped, line))
+    return line.encode("utf-8", "replace").decode("utf-8")
+
+
+def plain_lines(text: str) -> str:
+    """Several lines (a failure's description), each made :func:`plain`; the newlines
+    between them (and a last one) stay."""
+    return "\n".join(plain(line) for line in text.split("\n"))
+
+
+def _dropped(match: re.Match[str]) -> str:
+    # A lone control character is a space (a newline parts words); a sequence goes.
+    return " " if len(match[0]) == 1 and match[0] != "\x1b" else ""
+
+
 def log_line_text(line: LogLine, *, raw: bool = False) -> str:
     """A log line as plain text, the way ``distconsole logs`` prints it and the logs
     screen saves it: ``node0 r3| text``, made :func:`terminal_safe` unless ``raw``."""

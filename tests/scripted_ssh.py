@@ -48,6 +48,7 @@ from typing import Any, Literal, Protocol
 import asyncssh
 
 from console.inventory import Host
+from console.transport.hello import marker_of, unmarked
 
 ADDRESS = "127.0.0.1"
 _CHUNK = 65536
@@ -423,6 +424,11 @@ class _ServerConnection(asyncssh.SSHServer):
     ) -> None:
         assert self.conn is not None
         command = stdout.channel.get_command() or ""
+        # The client marks where its output starts (transport/hello.py): the login shell
+        # prints the marker first. Here it is written before any action serves, and the
+        # rules, the record and RunLocally's bash see the command that follows it.
+        marker = marker_of(command)
+        command = unmarked(command)
         record = SessionRecord(command)
         self.server.sessions.append(record)
         session = ScriptedSession(self.server, self.conn, stdin, stdout, stderr, record)
@@ -430,7 +436,10 @@ class _ServerConnection(asyncssh.SSHServer):
         assert task is not None
         self.server.handlers.add(task)
         try:
-            await self.server.action_for(command).serve(session)
+            action = self.server.action_for(command)
+            if marker is not None:
+                stdout.write(marker.encode() + b"\n")
+            await action.serve(session)
         except (asyncssh.Error, OSError):
             # The client closed the channel or the connection went while we wrote.
             if record.outcome == "open":

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from console.commands.parts import options
-from console.display import NOT_REPORTED
+from console.display import NOT_REPORTED, plain
 from console.errors import EXIT_INTERRUPTED, EXIT_OK
 from console.inventory import Host, load
 from console.probe.models import GpuSample, HostView, host_view_to_json
@@ -154,7 +154,7 @@ def _pair(used: float | None, total: float | None, unit: str) -> str:
 
 def _gpu_line(g: GpuSample) -> str:
     return (
-        f"  GPU {g.index:<2} {(g.name or NOT_REPORTED)[:34]:<34} util {_n(g.utilization_gpu):>3}%  "
+        f"  GPU {g.index:<2} {plain(g.name)[:34]:<34} util {_n(g.utilization_gpu):>3}%  "
         f"mem {_pair(g.memory_used_mib, g.memory_total_mib, 'MiB'):>18}  "
         f"{_n(g.temperature_c):>3} C  {_pair(g.power_draw_w, g.power_limit_w, 'W'):>11}  "
         f"{g.pstate or NOT_REPORTED}"
@@ -181,19 +181,19 @@ def render(views: Sequence[HostView], *, colour: bool = False) -> str:
         if view.stale and view.last_seen is not None:
             head.append(f"last seen {now - view.last_seen:.0f}s ago")
         if view.reason:
-            head.append(view.reason)
+            head.append(plain(view.reason))
         lines.append("  ".join(head))
         if s is None:
             continue
         if s.gpu_error and not s.gpus:
-            lines.append(f"  {s.gpu_error}")
+            lines.append(f"  {plain(s.gpu_error)}")
         for g in s.gpus:
             lines.append(_gpu_line(g))
             for p in g.processes:
-                job = f"  job {p.job} rank {_n(p.rank)}" if p.job else ""
+                job = f"  job {plain(p.job)} rank {_n(p.rank)}" if p.job else ""
                 lines.append(
-                    f"      pid {p.pid:<7} {p.user or NOT_REPORTED:<10} "
-                    f"{_n(p.used_memory_mib):>6} MiB{job}  {(p.command or NOT_REPORTED)[:80]}"
+                    f"      pid {p.pid:<7} {plain(p.user):<10} "
+                    f"{_n(p.used_memory_mib):>6} MiB{job}  {plain(p.command)[:80]}"
                 )
     good = sum(ok(v) for v in views)
     lines.append(f"{good}/{len(views)} hosts up and sampled")

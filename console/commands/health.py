@@ -20,6 +20,7 @@ from typing import Any
 
 from console.commands.gpus import snapshot
 from console.commands.parts import options
+from console.display import plain
 from console.errors import EXIT_FAILED, EXIT_OK
 from console.inventory import load
 from console.probe.health import GpuVerdict, clock, cluster_verdicts
@@ -80,7 +81,8 @@ def render(rows: Sequence[GpuVerdict], *, colour: bool = False, now: float | Non
             state = f"\x1b[{COLOURS[r.state]}m{state}\x1b[0m"
         gpu = "-" if r.gpu is None else str(r.gpu)
         since = clock(r.since) if r.since is not None else ""
-        lines.append(f"{r.host:<{width}}  {gpu:>3}  {state}  {since:<8}  {'; '.join(r.reasons)}")
+        reasons = plain("; ".join(r.reasons))  # an Xid's text is the kernel log's bytes
+        lines.append(f"{r.host:<{width}}  {gpu:>3}  {state}  {since:<8}  {reasons}")
     counts = {s: sum(r.state == s for r in rows) for s in ("fail", "warn", "ok")}
     lines.append(f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok")
     return "\n".join(lines) + "\n"

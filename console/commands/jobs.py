@@ -18,6 +18,7 @@ from typing import Any
 
 from console import inventory as inventory_module
 from console.commands.parts import launch_slurm, options
+from console.display import plain
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.membership import membership
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     history = JobHistory()
     unreachable, notes = asyncio.run(discover_and_reconcile(inventory, history))
     for note in notes:
-        print(f"distconsole jobs: {note}", file=sys.stderr)
+        print(f"distconsole jobs: {plain(note)}", file=sys.stderr)
     slurm, slurm_problems = asyncio.run(
         launch_slurm.refresh(inventory, history, history.records(inventory=inventory.path))
     )
@@ -76,6 +77,7 @@ async def discover_and_reconcile(
         await pool.wait_settled()
         found, settled = await discover(pool, inventory, history)
         notes = [f"{host}: not scanned for jobs: {why}" for host, why in found.unreachable.items()]
+        notes += found.skipped
     return await reconcile(inventory, history, skip=set(settled)), notes
 
 
@@ -137,14 +139,16 @@ def hosts_text(record: JobRecord) -> str:
 def render(records: Sequence[JobRecord]) -> str:
     if not records:
         return "no jobs\n"
+    # Names and hosts come from job files on the hosts: plain() keeps a newline or an
+    # escape in one from making a row of its own or drawing on the terminal.
     rows = [
         [
-            r.id,
-            r.name,
+            plain(r.id),
+            plain(r.name),
             r.kind.value,
-            state_text(r),
+            plain(state_text(r)),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
-            hosts_text(r),
+            plain(hosts_text(r)),
         ]
         for r in records
     ]
@@ -155,5 +159,5 @@ def render(records: Sequence[JobRecord]) -> str:
     ]
     for r in records:
         if r.failure and r.state is JobState.FAILED:
-            lines.append(f"{r.id}: {r.failure.splitlines()[0]}")
+            lines.append(f"{plain(r.id)}: {plain(r.failure.splitlines()[0])}")
     return "\n".join(lines) + "\n"

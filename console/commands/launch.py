@@ -23,7 +23,7 @@ from typing import Any
 from console import inventory as inventory_module
 from console.commands.parts import launch_slurm, options
 from console.commands.parts.job_options import naming_options, register_job_command, spec_from_args
-from console.display import terminal_safe
+from console.display import plain, plain_lines, terminal_safe
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs.backend import SshBackend
@@ -289,11 +289,13 @@ def report_end(job: Job, hardware: Sequence[str] = ()) -> int:
     else:
         say(f"job {job.id} {job.state.value}")
         if job.failure is not None:
-            print(job.failure.describe(), file=sys.stderr)
+            # Its lines are the ranks' and the hosts' own: no control sequence of theirs
+            # reaches the terminal (each line stays a line).
+            print(plain_lines(job.failure.describe()), file=sys.stderr)
         if hardware:
             print("GPU health on the job's hosts:", file=sys.stderr)
             for line in hardware:
-                print(f"  {line}", file=sys.stderr)
+                print(f"  {plain(line)}", file=sys.stderr)
     if job.stop_report is not None and not job.stop_report.clean:
         print(job.stop_report.describe(), file=sys.stderr)
     return 0 if job.state is JobState.SUCCEEDED else 1

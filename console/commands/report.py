@@ -25,6 +25,7 @@ from typing import Any
 
 from console import inventory as inventory_module
 from console.commands.parts import launch_slurm, options
+from console.display import plain, plain_lines
 from console.errors import JobError, UsageError
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
@@ -99,11 +100,12 @@ async def job_health(
 
 def finish(summary: Path, bundles: Sequence[HostBundle], out: Path) -> int:
     """Print the summary and where the bundle is; 1 when a host's part is missing."""
-    sys.stdout.write(summary.read_text())
+    # The file keeps what the hosts wrote; the terminal gets no control sequence of theirs.
+    sys.stdout.write(plain_lines(summary.read_text(encoding="utf-8", errors="replace")))
     print(f"report written to {out}/", file=sys.stderr)
     failed = [b for b in bundles if b.error]
     for bundle in failed:
-        print(f"distconsole report: {bundle.host}: {bundle.error}", file=sys.stderr)
+        print(f"distconsole report: {bundle.host}: {plain(bundle.error)}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -73,7 +73,8 @@ def _nvidia_smi() -> "dict[str, str]":
             [smi, *GPU_QUERY[1:]],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
+            encoding="utf-8",
+            errors="replace",  # an odd byte in a GPU name must not lose the facts
             timeout=NVIDIA_SMI_TIMEOUT_S,
         )
     except subprocess.TimeoutExpired:

@@ -11,7 +11,8 @@ the scan prints one JSON line::
      id is "known", i.e. the console's history already holds it), "supervisor":
      supervisor.json or null, "supervisor_pid": int|null, "supervisor_alive": bool|null,
      "stop_requested": epoch|null, "processes": {NAME: {"pgid", "alive", "exit"}},
-     "alive": N, "modified": epoch}
+     "alive": N, "modified": epoch, "problem": why job.json was left out (not JSON, a
+     field of the wrong type, ...) or null}
 
 after its versioned hello, and ``{"done": N}`` last. ``supervisor_alive`` is null when
 the job has no ``supervisor.pid``. Nothing is written on the host, but a job directory
@@ -60,6 +61,54 @@ def read_json(path: str, limit: int = 1 << 20) -> Any | None:
         return json.loads(text)
     except ValueError:
         return None
+
+
+# job.json's fields the console reads, and their JSON types (a wrong one: not read).
+DOCUMENT_TYPES = (
+    ("id", (str,)),
+    ("name", (str,)),
+    ("kind", (str,)),
+    ("hosts", (list,)),
+    ("created_at", (int, float)),
+    ("spec", (dict,)),
+    ("plan", (dict,)),
+)
+
+
+def read_document(path: str) -> tuple[Any | None, str | None]:
+    """A job.json and why it was left out (None: it was not): a file that is not a JSON
+    object, holds text that is not UTF-8 (a lone surrogate), or gives a field the wrong
+    type is not passed on: the console names it and lists the other jobs."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, "not readable (" + str(exc.strerror or exc) + ")"
+    if len(data) > MAX_DOCUMENT_BYTES:
+        return None, "larger than " + str(MAX_DOCUMENT_BYTES >> 20) + " MiB"
+    text = data.decode("utf-8", "replace").strip()
+    if not text:
+        return None, None  # being written (jobctl start), or emptied: nothing to read
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        return None, "not JSON (" + str(exc)[:120] + ")"
+    if not isinstance(document, dict):
+        return None, "not a JSON object"
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return None, "holds text that is not UTF-8 (a lone surrogate escape)"
+    for key, types in DOCUMENT_TYPES:
+        value = document.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            wanted = types[0].__name__
+            return None, '"' + key + '" is a ' + type(value).__name__ + ", not a " + wanted
+    if not all(isinstance(h, str) for h in document.get("hosts") or ()):
+        return None, '"hosts" holds a value that is not a string'
+    return document, None
 
 
 def make_private(path: str) -> None:
@@ -114,7 +163,7 @@ def processes(job_dir: str, names: list[str], machine: str, groups: set[int]) ->
     found = {}
     for name in names:
         pgid_text = read_text(os.path.join(job_dir, name + PGID_SUFFIX))
-        pgid = int(pgid_text) if pgid_text and pgid_text.isdigit() else None
+        pgid = int(pgid_text) if pgid_text and pgid_text.isascii() and pgid_text.isdigit() else None
         recorded_on = read_text(os.path.join(job_dir, name + MACHINE_SUFFIX))
         here = recorded_on is None or recorded_on == machine
         exit_text = read_text(os.path.join(job_dir, name + EXIT_SUFFIX))
@@ -159,12 +208,14 @@ def scan_job(
     groups: set[int],
     host: str | None = None,
 ) -> dict[str, Any]:
-    document = read_json(os.path.join(job_dir, JOB_FILE), MAX_DOCUMENT_BYTES)
+    document, problem = read_document(os.path.join(job_dir, JOB_FILE))
     if isinstance(document, dict) and job_id in known:
         document.pop("plan", None)  # the console has it; a big plan costs transfer
     record_name, pid_name = supervisor_names(job_dir, host)
     pid_text = read_text(os.path.join(job_dir, pid_name))
-    supervisor_pid = int(pid_text) if pid_text and pid_text.isdigit() else None
+    supervisor_pid = (
+        int(pid_text) if pid_text and pid_text.isascii() and pid_text.isdigit() else None
+    )
     try:
         entries = os.listdir(job_dir)
     except OSError:
@@ -185,6 +236,7 @@ def scan_job(
         "processes": procs,
         "alive": sum(1 for p in procs.values() if p["alive"]),
         "modified": modified_at(job_dir),
+        "problem": problem,
     }
 
 

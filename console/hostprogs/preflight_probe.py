@@ -145,7 +145,9 @@ def gpu_state() -> dict[str, Any]:
     if listed.returncode != 0:
         err = listed.stderr.decode(errors="replace").strip()
         return {"gpus": 0, "gpu_processes": [], "gpu_error": err}
-    count = sum(1 for line in listed.stdout.decode().splitlines() if line.startswith("GPU "))
+    count = sum(
+        1 for line in listed.stdout.decode(errors="replace").splitlines() if line.startswith("GPU ")
+    )
     procs = []
     for line in apps.stdout.decode(errors="replace").splitlines():
         parts = [p.strip() for p in line.split(",")]

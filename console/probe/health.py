@@ -5,7 +5,8 @@ samples do not date is kept by a :class:`HealthTracker` the caller holds).
 fail: uncorrectable ECC errors since the last reset, a row remap pending or failed,
 retired pages pending, a recovery action other than none, a critical Xid on it in the
 last ``XID_FAIL_WINDOW_S``; a host-level row (``gpu`` None) for a host that is down, gave no
-sample, or whose nvidia-smi / NVML does not answer (another reader error warns). warn:
+sample, or whose nvidia-smi / NVML does not answer (another reader error warns, and so
+does a reader thread that died: what it would have seen is unknown). warn:
 clocks slowed by the hardware (slowdown, thermal, power brake) or software thermal, a
 PCIe link narrower than its maximum (or slower under load), corrected ECC errors rising,
 uncorrectable ECC errors in the board's lifetime, a fan error, NVLink links down, hot,
@@ -180,6 +181,9 @@ def _host_row(view: HostView, now: float, tracker: HealthTracker | None) -> GpuV
         found.append(("fail", "hung", s.gpu_error, None))
     if view.stale:
         found.append(("warn", "stale", f"sampler silent ({view.reason or 'stale'})", None))
+    for reader, error in health.readers if health is not None else ():
+        why = f"health reader {reader!r} failed ({error}): its findings are unknown"
+        found.append(("warn", f"reader-{reader}", why, None))
     if health is not None and s.gpu_source != "none":  # no GPU reader: no GPU to name
         found += _xid_findings((x for x in health.xids if x.gpu is None), now)
     if found:

@@ -65,6 +65,9 @@ class HostHealth:
     xid_error: str | None = None  # why the kernel log cannot be read
     error: str | None = None  # "nvidia-smi not answering": a host-level finding
     error_since: float | None = None
+    # Reader threads that died on the host: (reader, "ErrorType: message"). What they
+    # would have found is unknown, so the host warns instead of reading "ok".
+    readers: tuple[tuple[str, str], ...] = ()
 
     def gpu(self, index: int) -> GpuHealth | None:
         return next((g for g in self.gpus if g.index == index), None)
@@ -154,7 +157,14 @@ def decode_health(raw: Any) -> HostHealth | None:
         xid_error=_str(raw.get("xid_error")),
         error=_str(raw.get("error")),
         error_since=float(since) if isinstance(since, int | float) else None,
+        readers=_readers(raw.get("readers")),
     )
+
+
+def _readers(raw: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(raw, Mapping):
+        return ()
+    return tuple(sorted((str(name), str(error)) for name, error in raw.items()))
 
 
 def xid_to_json(x: XidEvent) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from console.inventory import Host
+from console.transport.hello import NESTED_MARK
 
 
 def shell_word(word: str) -> str:
@@ -68,7 +69,11 @@ def with_setup(
             line = f"{group} || {{ {on_failure}\n}}\n{command}"
     else:
         line = command
-    return shlex.join(["bash", "-c", line]) if bash else line
+    if not bash:
+        return line
+    # The nested bash may print the login shell's greeting again: our marker follows
+    # it (hello.py), as the outer shell's does.
+    return shlex.join(["bash", "-c", f"{NESTED_MARK}\n{line}"])
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from console.transport.base import (
     RemoteProcess,
     with_env,
 )
+from console.transport.hello import OutputStart, marked, marks_in, new_marker
 from console.transport.sessions import SessionLimiter, SessionSlot
 from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
 
@@ -113,12 +114,15 @@ class SshCommands(HostConnection):
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         self._require()
-        line = with_env(command, env)
+        marker = new_marker()  # the login shell's greeting, if any, goes before it
+        line = marked(with_env(command, env), marker)
         slot = await self.sessions.acquire(line)
         try:
-            return await self._run(line, timeout, input)
+            result = await self._run(line, timeout, input)
         finally:
             slot.release()
+        stdout = OutputStart(marker, marks_in(line)).text(result.stdout)
+        return CommandResult(result.exit_status, stdout, result.stderr, result.duration_s)
 
     async def _run(self, line: str, timeout: float | None, input: str | None) -> CommandResult:
         conn = self._require()  # again: the host may have gone while this waited in line
@@ -156,14 +160,18 @@ class SshCommands(HostConnection):
     async def start(
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
-        process = await self._open(with_env(command, env), binary=False)
-        return SshRemoteProcess(self, process)
+        marker = new_marker()
+        line = marked(with_env(command, env), marker)
+        process = await self._open(line, binary=False)
+        return SshRemoteProcess(self, process, OutputStart(marker, marks_in(line)))
 
     async def start_bytes(
         self, command: Command, *, env: Mapping[str, str] | None = None
     ) -> RemoteProcess:
-        process = await self._open(with_env(command, env), binary=True)
-        remote = SshRemoteProcess(self, process)
+        marker = new_marker()
+        line = marked(with_env(command, env), marker)
+        process = await self._open(line, binary=True)
+        remote = SshRemoteProcess(self, process, OutputStart(marker, marks_in(line)))
         remote._binary = True
         return remote
 

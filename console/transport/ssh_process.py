@@ -17,6 +17,7 @@ import asyncssh
 from console.errors import TransportError
 from console.inventory import Host
 from console.transport.base import RemoteProcess
+from console.transport.hello import OutputStart
 from console.transport.streams import StderrTail
 
 
@@ -34,9 +35,15 @@ CHUNK_BYTES = 1 << 18
 
 
 class SshRemoteProcess(RemoteProcess):
-    def __init__(self, connection: ProcessOwner, process: asyncssh.SSHClientProcess[Any]) -> None:
+    def __init__(
+        self,
+        connection: ProcessOwner,
+        process: asyncssh.SSHClientProcess[Any],
+        start: OutputStart | None = None,
+    ) -> None:
         self._connection = connection
         self._process = process
+        self._start = start  # skips what the login shell printed before our output
         self._binary = False  # set by start_bytes: the channel carries bytes, not str
         self.stderr = StderrTail()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
@@ -50,25 +57,39 @@ class SshRemoteProcess(RemoteProcess):
                 )
 
     async def lines(self) -> AsyncIterator[str]:
+        start = self._start
         try:
             while line := await self._process.stdout.readline():  # "" only at EOF
                 self._connection.touch()
                 if isinstance(line, bytes):
                     line = line.decode("utf-8", "replace")
+                if start is not None and not start.found:
+                    for own in _lines(start.feed(line.encode())):
+                        yield own
+                    continue
                 yield line.rstrip("\n")
         except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
-            return  # the connection dropped: the stream simply ends
+            pass  # the connection dropped: the stream simply ends
+        if start is not None:
+            for own in _lines(start.end()):
+                yield own
 
     async def chunks(self) -> AsyncIterator[bytes]:
         if not self._binary:
             raise TransportError(f"{self._connection.host.name}: not started for bytes")
         resume_when_drained(self._process)
+        start = self._start
         try:
             while data := await self._process.stdout.read(CHUNK_BYTES):  # b"" only at EOF
                 self._connection.touch()
-                yield data
+                if start is not None and not start.found:
+                    data = start.feed(data)
+                if data:
+                    yield data
         except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
-            return  # the connection dropped: the stream simply ends
+            pass  # the connection dropped: the stream simply ends
+        if start is not None and (rest := start.end()):
+            yield rest
 
     async def write(self, data: str) -> None:
         try:
@@ -92,6 +113,12 @@ class SshRemoteProcess(RemoteProcess):
     def close(self) -> None:
         self._process.close()
         self._stderr_task.cancel()
+
+
+def _lines(data: bytes) -> list[str]:
+    """``data`` as readline would have split it (on newlines only)."""
+    parts = data.decode("utf-8", "replace").split("\n")
+    return parts[:-1] if parts[-1] == "" else parts
 
 
 def resume_when_drained(process: asyncssh.SSHClientProcess[Any]) -> None:

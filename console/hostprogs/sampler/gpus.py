@@ -22,6 +22,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         PROCESS_FIELDS,
         QUERY_APPS,
         query_gpu,
+        reader_thread,
         record,
     )
 
@@ -47,7 +48,7 @@ class NvmlGpus:
     def _str(value: object) -> str | None:
         if value is None:
             return None
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
     def sample(self) -> tuple[list[dict[str, object]], list[int]]:
         nv = self.nv
@@ -130,11 +131,10 @@ class NvsmiStream:
         self._apps: tuple[list[str], str | None] = ([], "no answer from nvidia-smi yet")
         self._apps_ready = threading.Event()
         self._stopping = threading.Event()
-        threading.Thread(target=self._apps_loop, daemon=True).start()
+        reader_thread("nvidia-smi --query-compute-apps", self._apps_loop)
 
     def start(self) -> None:
         import subprocess
-        import threading
 
         self.started = time.time()
         query = ",".join(query_gpu())
@@ -145,18 +145,28 @@ class NvsmiStream:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
+            # Not text=True (the locale's codec, strict): one odd byte in a GPU name
+            # raised in the reader thread and every later row was lost.
+            encoding="utf-8",
+            errors="replace",
             bufsize=1,
         )
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        reader_thread("nvidia-smi -lms", self._read, self.proc)
 
     def _read(self, proc: subprocess.Popen[str]) -> None:
+        try:
+            self._read_rows(proc)
+        except Exception:
+            proc.kill()  # nobody reads it now: latest() starts another one
+            raise
+
+    def _read_rows(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             line = line.strip()
             index = line.split(",", 1)[0].strip()
             with self.lock:
-                if index.isdigit():
+                if index.isascii() and index.isdigit():  # int() refuses "²"
                     self.last_row = time.time()
                     self.rows[index] = (self.last_row, line)
                     self.error = None
@@ -196,13 +206,16 @@ class NvsmiStream:
 
     def _apps_loop(self) -> None:
         every = max(self.interval, APPS_EVERY_S)
-        while True:
-            answer = self._query_apps()
-            with self.lock:
-                self._apps = answer
-            self._apps_ready.set()
-            if self._stopping.wait(every):
-                return
+        try:
+            while True:
+                answer = self._query_apps()
+                with self.lock:
+                    self._apps = answer
+                self._apps_ready.set()
+                if self._stopping.wait(every):
+                    return
+        finally:
+            self._apps_ready.set()  # a reader that died: no line waits for it again
 
     def _query_apps(self) -> tuple[list[str], str | None]:
         import subprocess
@@ -215,7 +228,8 @@ class NvsmiStream:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                text=True,
+                encoding="utf-8",
+                errors="replace",
                 timeout=max(5.0, self.interval * 3),
             )
         except (OSError, subprocess.SubprocessError) as exc:

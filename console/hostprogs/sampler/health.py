@@ -19,7 +19,14 @@ if False:  # for type checkers only, without importing typing on the host
     from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
-    from console.hostprogs.sampler.schema import HEALTH_FIELDS, XID_FIELDS, query_health, record
+    from console.hostprogs.sampler.schema import (
+        HEALTH_FIELDS,
+        XID_FIELDS,
+        query_health,
+        reader_failed,
+        reader_thread,
+        record,
+    )
 
 HEALTH_EVERY_S = 5.0  # NVML health reads (~20 driver calls a GPU)
 NVSMI_HEALTH_EVERY_S = 10.0  # one nvidia-smi start each: its cost is the bench's figure
@@ -30,7 +37,7 @@ XIDS_KEPT = 32  # the most recent Xid events a line carries
 # "NVRM: Xid (PCI:0000:83:00): 79, pid=1234, GPU has fallen off the bus."
 XID_LINE = re.compile(
     r"NVRM: Xid \(PCI:([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-9a-fA-F])?\)"
-    r":\s*(\d+)\s*,?\s*(.*)"
+    r":\s*([0-9]{1,9})(?![0-9])\s*,?\s*(.*)"  # ASCII digits, bounded: int() takes them
 )
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field')
 # A field's older name, asked for where the driver refuses the newer one (before R535).
@@ -133,7 +140,7 @@ def _nvml_gpu(nv: Any, h: Any, index: int) -> dict[str, object]:
             inactive += 1
     return {
         "index": index,
-        "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
+        "pci_bus_id": bus.decode("utf-8", "replace") if isinstance(bus, bytes) else bus,
         "ecc_uncorrected_volatile": ask("nvmlDeviceGetTotalEccErrors", unc, vol),
         "ecc_uncorrected_aggregate": ask("nvmlDeviceGetTotalEccErrors", unc, agg),
         "ecc_corrected_volatile": ask("nvmlDeviceGetTotalEccErrors", cor, vol),
@@ -230,7 +237,10 @@ def run_bounded(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            text=True,
+            # Not text=True (strict): one line of invalid UTF-8 in journalctl -k raised
+            # in the reader thread, which died, and an Xid beside it was never seen.
+            encoding="utf-8",
+            errors="replace",
             env=env,
         )
     except OSError as exc:
@@ -266,14 +276,17 @@ class NvsmiHealth:
         self.guard = Bounded()
         self._stop = threading.Event()
         self.first = threading.Event()  # set once the first query answered or timed out
-        threading.Thread(target=self._loop, daemon=True).start()
+        reader_thread("nvidia-smi health query", self._loop)
 
     def _loop(self) -> None:
-        while True:
-            self.read_once()
-            self.first.set()
-            if self._stop.wait(self.every):
-                return
+        try:
+            while True:
+                self.read_once()
+                self.first.set()
+                if self._stop.wait(self.every):
+                    return
+        finally:
+            self.first.set()  # a reader that died: nobody waits for its first answer
 
     def read_once(self) -> None:
         for _ in range(len(self.fields)):
@@ -344,7 +357,7 @@ class KernelXids:
                 self.every = every
                 self.since = since
                 self.guard = Bounded()
-                threading.Thread(target=self._journal_loop, daemon=True).start()
+                reader_thread("journalctl -k", self._journal_loop)
             else:
                 self.first.set()
 
@@ -356,36 +369,47 @@ class KernelXids:
     def poll(self) -> list[dict[str, object]]:
         """The Xid events seen so far (reading what the kernel log has new)."""
         if self.fd is not None:
-            for _ in range(100000):
-                try:
-                    chunk = os.read(self.fd, 8192)
-                except BlockingIOError:
-                    break
-                except BrokenPipeError:  # records overwritten before read: go on
-                    continue
-                except OSError as exc:
-                    self.error, self.source, self.fd = f"/dev/kmsg: {exc}", None, None
-                    break
-                if not chunk:
-                    break
-                if b"NVRM: Xid" not in chunk:
-                    continue
-                for line in chunk.decode("utf-8", "replace").splitlines():
-                    head, _, message = line.partition(";")  # " KEY=value" lines: no Xid
-                    if "NVRM: Xid" not in message:
-                        continue
-                    parts = head.split(",")
-                    usec = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 0
-                    with self.lock:
-                        self._add(parse_xid(message, self.boot + usec / 1e6, "kmsg"))
+            try:
+                self._read_kmsg(self.fd)
+            except Exception as exc:  # a reader bug must not end the sampler's loop
+                reader_failed("/dev/kmsg", exc)
+                self.fd = None
         with self.lock:
             return list(self.events)
 
+    def _read_kmsg(self, fd: int) -> None:
+        for _ in range(100000):
+            try:
+                chunk = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except BrokenPipeError:  # records overwritten before read: go on
+                continue
+            except OSError as exc:
+                self.error, self.source, self.fd = f"/dev/kmsg: {exc}", None, None
+                break
+            if not chunk:
+                break
+            if b"NVRM: Xid" not in chunk:
+                continue
+            for line in chunk.decode("utf-8", "replace").splitlines():
+                head, _, message = line.partition(";")  # " KEY=value" lines: no Xid
+                if "NVRM: Xid" not in message:
+                    continue
+                parts = head.split(",")
+                stamp = parts[2] if len(parts) > 2 else ""
+                usec = int(stamp) if stamp.isascii() and stamp.isdigit() else 0
+                with self.lock:
+                    self._add(parse_xid(message, self.boot + usec / 1e6, "kmsg"))
+
     def _journal_loop(self) -> None:
-        while True:
-            self._journal_once()
+        try:
+            while True:
+                self._journal_once()
+                self.first.set()
+                time.sleep(self.every)
+        finally:
             self.first.set()
-            time.sleep(self.every)
 
     def _journal_once(self) -> None:
         cmd = ["journalctl", "-k", "-q", "--no-pager", "-o", "short-unix"]

@@ -45,12 +45,13 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         LINE_KEYS,
         NVSMI_KEYS,
         QUERY_APPS,
+        READER_FAILURES,
         query_gpu,
     )
     from console.hostprogs.sampler.simulated import SIMULATED_MODEL, SimulatedGpus
 
 PROGRAM = "sampler"
-VERSION = 3  # of its records (1: no hello, a "v" in every line; 2: no "health")
+VERSION = 4  # of its records (1: no hello, a "v" in every line; 2: no "health"; 3: no "readers")
 WARMUP_S = 0.1  # from the first line (no CPU % yet) to the second (with it)
 ONE_SHOT_BOUND_S = 5.0  # a one-shot line waits this long for a GPU reader, no longer
 # "0": no health reading (bench/sampler_health.py's "without"; the console never sets it).
@@ -100,7 +101,7 @@ class Health:
                 h.update(t=reading[0], nvsmi={"fields": reading[1], "rows": reading[2]})
             if error is None and nvsmi_error is not None:
                 error, since = nvsmi_error, nvsmi_since
-        h.update(error=error, error_since=since)
+        h.update(error=error, error_since=since, readers=dict(READER_FAILURES) or None)
         if h == self.last:
             return None
         self.last = h
@@ -191,7 +192,7 @@ def main(argv: list[str]) -> int:
             )
             for row in apps:
                 cell = row.split(",")[1].strip() if row.count(",") >= 1 else ""
-                if cell.isdigit():
+                if cell.isascii() and cell.isdigit():
                     pids.append(int(cell))
             gpu_error = error or apps_error
         line["gpu_error"] = gpu_error

@@ -11,6 +11,8 @@ Shipped to hosts as part of the sampler: standard library only, Python 3.7+.
 
 from __future__ import annotations
 
+import threading
+
 MIB = 1024.0 * 1024.0  # bytes per MiB: memory figures travel in MiB (the *_mib fields)
 
 # (attribute, type, nvidia-smi --query-gpu name). type: "int", "float" or "str".
@@ -117,7 +119,8 @@ XID_FIELDS = (
 # "gpus" (HEALTH_FIELDS records) or "nvsmi" ({"fields", "rows"}), "xids" (XID_FIELDS
 # records, the most recent last), "xid_source" (where Xids are read from, None: nowhere),
 # "xid_error" (why the kernel log cannot be read), "error" ("nvidia-smi not answering
-# ...": the GPU reader gave nothing within its bound) and "error_since" (epoch seconds).
+# ...": the GPU reader gave nothing within its bound), "error_since" (epoch seconds) and
+# "readers" ({reader: "ErrorType: message"} for each reader thread that died, None: none).
 HEALTH_KEYS = (
     "t",
     "source",
@@ -128,7 +131,31 @@ HEALTH_KEYS = (
     "xid_error",
     "error",
     "error_since",
+    "readers",
 )
+
+# Reader threads that died, by name: a reader that fails must make its findings
+# "unknown" (line["health"]["readers"]), never leave a silent "ok" behind.
+READER_FAILURES: dict[str, str] = {}
+
+
+def reader_failed(name: str, exc: BaseException) -> None:
+    READER_FAILURES[name] = f"{type(exc).__name__}: {exc}"[:200]
+
+
+def reader_thread(name: str, target: object, *args: object) -> threading.Thread:
+    """A started daemon thread running ``target(*args)``; an exception that ends it is
+    recorded in :data:`READER_FAILURES` under ``name`` (the reader, in words)."""
+
+    def run() -> None:
+        try:
+            target(*args)  # type: ignore[operator]
+        except Exception as exc:  # any bug or surprise: reported as the reader's failure
+            reader_failed(name, exc)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def query_health() -> tuple[str, ...]:

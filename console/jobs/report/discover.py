@@ -62,6 +62,7 @@ class HostJob:
     alive: int
     modified: float | None
     stop_requested: float | None = None  # when ``jobctl stop`` asked (stop-requested)
+    problem: str | None = None  # why the scan left its job.json out (not JSON, ...)
 
     @property
     def unsupervised(self) -> bool:
@@ -91,6 +92,7 @@ def parse_scan(host: str, text: str) -> list[HostJob]:
                 processes=dict(record.get("processes") or {}),
                 alive=int(record.get("alive") or 0),
                 modified=record.get("modified"),
+                problem=str(record["problem"]) if record.get("problem") else None,
                 stop_requested=_number(record.get("stop_requested")),
             )
         )
@@ -282,9 +284,14 @@ def restarts_of(record: Mapping[str, Any]) -> int:
 class Discovery:
     jobs: dict[str, DiscoveredJob] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)  # host -> why
+    # Job files left out, in words naming each file (a malformed job.json): the other
+    # jobs are listed, and the command warns of these.
+    skipped: list[str] = field(default_factory=list)
 
     def add(self, found: Iterable[HostJob]) -> None:
         for copy in found:
+            if copy.problem:
+                self.skipped.append(f"{copy.host}: {copy.dir}/job.json left out: {copy.problem}")
             self.jobs.setdefault(copy.job_id, DiscoveredJob(copy.job_id)).copies[copy.host] = copy
 
 
@@ -376,7 +383,13 @@ def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> li
             plan_data = (document or {}).get("plan")
             if not plan_data or not set(job.hosts) <= names:
                 continue  # not this inventory's job, or a job.json without its plan
-            plan = plan_from_json(json.dumps(plan_data))
+            try:
+                plan = plan_from_json(json.dumps(plan_data))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:  # wrong types
+                where = ", ".join(f"{c.host}: {c.dir}/job.json" for c in job.copies.values())
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                discovery.skipped.append(f"{where} left out: its plan is not readable ({first})")
+                continue
             history.add(plan, inventory=inventory.path, started=_started(document))
         verdict = job.settled()
         if verdict is not None and job.job_id in known and known[job.job_id].finished:
