@@ -263,8 +263,8 @@ def job_parser(
         usage=f"distconsole {name} HOSTS --kind KIND [options] -- PROGRAM [ARGS...]",
         description=(f"{summary}. " if summary else "")
         + f"HOSTS is {options.INVENTORY_HELP}. PROGRAM is a script (.py, run with the "
-        "host's python), an executable, or example:ddp / example:horovod / example:ps / "
-        "example:ray. "
+        "host's python), an executable, or example:ddp / example:horovod / example:mpi / "
+        "example:ps / example:ray. "
         "In ARGS, {steps_per_rank}, {total_steps} and {world_size} are replaced.",
     )
     add_job_options(parser)
