@@ -128,10 +128,11 @@ def failed_rank(lines: Sequence[str]) -> int | None:
     return root["rank"] if root is not None else None
 
 
-def failure_cause(lines: Sequence[str]) -> tuple[str, ...]:
+def failure_cause(lines: Sequence[str], host: str | None = None) -> tuple[str, ...]:
     """What a failure summary shows as the cause: torchrun's root cause told in full when
-    it reported one (:func:`root_cause`), else the first error (:func:`first_error`)."""
-    told = root_cause(lines)
+    it reported one (:func:`root_cause`; ``host``: the inventory name of the host whose
+    output ``lines`` are), else the first error (:func:`first_error`)."""
+    told = root_cause(lines, host=host)
     return tuple(told[1]) if told is not None else first_error(lines)
 
 
@@ -205,14 +206,19 @@ def _how(failure: dict) -> str:
     return f"exit status {failure['exit_code']}"
 
 
-def root_cause(lines: Sequence[str], context: int = CONTEXT_LINES) -> tuple[int, list[str]] | None:
+def root_cause(
+    lines: Sequence[str], context: int = CONTEXT_LINES, host: str | None = None
+) -> tuple[int, list[str]] | None:
     """When torchrun reported a root cause: its rank, and the lines that tell it — the
-    rank, how it ended and when, that rank's first error (a traceback to its message) or
-    else its last lines, then the failures that followed it. None without such a report."""
+    rank, where (``host``, the inventory's name, when the caller knows whose output this
+    is: torchrun's own is the machine's hostname or ``localhost``), how it ended and when,
+    that rank's first error (a traceback to its message) or else its last lines, then the
+    failures that followed it. None without such a report."""
     root, others = torchrun_failures(lines)
     if root is None:
         return None
-    where = f" on {root['host']}" if root["host"] else ""
+    host = host or root["host"]
+    where = f" on {host}" if host else ""
     local = root["local_rank"]
     told = [f"root cause: rank {root['rank']}{where}: {_how(root)}"]
     if root["time"]:

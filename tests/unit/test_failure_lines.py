@@ -73,6 +73,14 @@ def test_torchrun_root_cause_names_the_rank_not_the_first_traceback() -> None:
     assert failed_rank(list(told)) == 0  # as the console reads a supervisor's cause back
 
 
+def test_the_root_cause_names_the_inventory_host_whose_output_it_is() -> None:
+    """torchrun's report says "localhost" (or the machine's name, which hosts may share):
+    a caller that knows whose output it read names that host instead."""
+    told = failure_cause(lines("torchrun_root_cause.out"), host="node1")
+    assert told[0] == "root cause: rank 0 on node1: exit status 3 at 2026-11-26_12:41:14"
+    assert failed_rank(list(told)) == 0
+
+
 def test_a_signalled_consequence_reads_as_killed_by() -> None:
     said = [
         ln.replace("exitcode  : 1 (pid: 31251)", "exitcode  : -15 (pid: 31251)")

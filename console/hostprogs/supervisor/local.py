@@ -140,7 +140,8 @@ class SvLocal:
             path = os.path.expanduser(path)
             lines += sv_tail(path, 8 * 1024)[-SV_TAIL_LINES:]
             searched = sv_tail(path, SV_SEARCHED_BYTES)
-            found = list(failure_cause(searched))
+            # torchrun's report names the machine ("localhost"): the job's name for it.
+            found = list(failure_cause(searched, host=self.procs[name].get("host")))
             if found and not cause:
                 cause = found
             if rank is None:

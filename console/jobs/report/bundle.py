@@ -155,10 +155,23 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
     lines += host_view_lines(view, truth)
     first = truth.get("first_failure") or view.get("first_failure")
     if first:
-        lines.append("first failure: " + failure_text(first))
+        lines.append("first failure: " + failure_block(first))
     elif record.failure:
         lines.append("failure: " + record.failure)
     return lines
+
+
+def failure_block(failure: Mapping[str, Any]) -> str:
+    """The supervisor's first failure as ``launch``'s failure block reads it: the failed
+    process, then the cause the supervisor found (torchrun's root cause with the failed
+    rank's own last words, or the first error), then the process's last lines."""
+    text = failure_text(failure)
+    cause = [str(line) for line in failure.get("first_error") or ()]
+    if not cause or not failure.get("process"):
+        return text
+    head, *rest = text.split("\n")
+    told = [] if cause[0].startswith("root cause:") else ["first error:"]  # as JobFailure's
+    return "\n".join([head, *told, *cause, *rest])
 
 
 def restart_lines(view: Mapping[str, Any], truth: Mapping[str, Any]) -> list[str]:

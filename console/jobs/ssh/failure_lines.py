@@ -11,6 +11,7 @@ from console.hostprogs.failure_lines import (
     failure_cause,
     first_error,
     root_cause,
+    torchrun_failures,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "failure_cause",
     "first_error",
     "root_cause",
+    "torchrun_failures",
 ]

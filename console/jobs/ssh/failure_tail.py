@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from console.errors import TransportError
 from console.jobs.ssh import remote_ops
-from console.jobs.ssh.failure_lines import LAUNCHER_REPORT, failure_cause
+from console.jobs.ssh.failure_lines import LAUNCHER_REPORT, failure_cause, torchrun_failures
 from console.transport.base import HostConnection
 
 READ_TIMEOUT_S = 10.0
@@ -54,7 +54,12 @@ async def read_failure_tail(
         if last:
             tail += [f"  [{host}]", *last]
     # The ranks' lines came before their launcher's report.
-    cause = failure_cause([*(line for _last, near in others for line in near), *first_near])
+    near_by_host = [(h, near) for h, (_last, near) in zip(hosts[1:], others, strict=True)]
+    near_by_host.append((first_host, first_near))
+    # torchrun's report names the machine ("localhost"): the inventory's name instead, of
+    # the host whose output holds the report (the first such, as failure_cause reads).
+    told = next((h for h, near in near_by_host if torchrun_failures(near)[0] is not None), None)
+    cause = failure_cause([line for _h, near in near_by_host for line in near], host=told)
     reported = any(LAUNCHER_REPORT.search(line) for line in shown_first)
     if set(cause) <= set(shown_first) and not reported:
         # The last lines, shown first, already show it. Below a launcher's report (which
