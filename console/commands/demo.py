@@ -136,7 +136,10 @@ def _open_console(hosts: int, directory: Path | None, theme: str | None, *, idle
             str(path),
             theme=theme,
             first_screen="gpus",
-            sub_title=f"demo · {path} · {hosts} hosts",
+            # The path whole, first: users copy it from the title bar, and at 80 columns
+            # "distconsole — demo · PATH · 4 hosts" cut it (the GPU screen counts hosts).
+            title="demo",
+            sub_title=str(path),
             notice=notice,
             started=(job_id,) if job_id else (),
         )

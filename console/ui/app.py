@@ -375,6 +375,7 @@ def run(
     theme: str | None = None,
     *,
     first_screen: str | None = None,
+    title: str | None = None,
     sub_title: str | None = None,
     notice: str | None = None,
     metrics_listen: tuple[str, int] | None = None,
@@ -382,7 +383,7 @@ def run(
 ) -> int:
     """Open the console on an inventory; 2 for a bad --theme (InventoryError propagates).
 
-    ``first_screen`` (a mode: hosts, gpus, jobs), ``sub_title`` and ``notice`` (shown
+    ``first_screen`` (a mode: hosts, gpus, jobs), ``title``, ``sub_title``, ``notice`` (shown
     once) let a caller such as ``distconsole demo`` say what it started; ``started``:
     the ids of the jobs it started for this console (not "re-attached to")."""
     try:
@@ -397,6 +398,8 @@ def run(
     app.services.started_here = started
     app.services.metrics_listen = metrics_listen  # served by the feeds (ui/workers.py)
     app.exit_on_signals = True
+    if title is not None:
+        app.title = title
     if sub_title is not None:
         app.sub_title = sub_title
     # Here, not in the app: it is process-wide, and test processes host many apps.

@@ -33,12 +33,12 @@ INVENTORY = Inventory(
 )
 
 
-def history_of(tmp_path: Path, jobs: int) -> JobHistory:
+def history_of(tmp_path: Path, jobs: int, inventory: Inventory = INVENTORY) -> JobHistory:
     history = JobHistory(tmp_path / "jobs.sqlite3")
     for i in range(jobs):
         spec = make_spec(kind="ddp", program="t.py", gpus_per_host=1, name=f"j{i}")
-        job = plan(spec, INVENTORY, job_id=f"job-{i}")
-        history.add(job, inventory=INVENTORY.path, started=FROZEN_NOW - 600 + i)
+        job = plan(spec, inventory, job_id=f"job-{i}")
+        history.add(job, inventory=inventory.path, started=FROZEN_NOW - 600 + i)
         history.record_from_hosts(
             job.job_id, JobState.SUCCEEDED, ended=FROZEN_NOW - 5, failure=None, view={}
         )
@@ -122,3 +122,26 @@ async def test_a_launch_that_already_ended_is_not_called_running(tmp_path: Path)
     [row] = await service.history_rows()
     assert launched_text("job-0", row) == "Job job-0 started and has already succeeded"
     assert launched_text("job-9", None) == "Job job-9 started"
+
+
+async def test_at_80x24_the_title_keeps_the_path_and_the_footer_its_last_keys(
+    tmp_path: Path,
+) -> None:
+    path = "/tmp/distconsole-demo-k2j3l4m5/hosts.yaml"  # as `distconsole demo` names it
+    inventory = Inventory(path=path, hosts=INVENTORY.hosts)
+    history = history_of(tmp_path, 1, inventory)
+    app = DistConsoleApp(inventory, connections_factory=None, clock=lambda: FROZEN_NOW)
+    app.title, app.sub_title = "demo", path  # what the demo's run() sets
+    async with app.run_test(size=(80, 24)) as pilot:
+        service = JobsService(ClusterConnections(inventory), inventory, history=history)
+        app.services.jobs = service
+        for key in ("g", "j", "h"):
+            await pilot.press(key)
+            if key == "j":
+                app.apply_job_rows(await service.history_rows())
+            await pilot.pause()
+            lines = [strip.text for strip in app.screen._compositor.render_strips()]
+            assert path in lines[0], lines[0]
+            assert lines[-1].rstrip().endswith("? Help : Commands"), lines[-1]
+            if key == "j":
+                assert any(" succeeded " in line for line in lines), lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import ComposeResult
+from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
@@ -28,16 +29,52 @@ def _keys_of(screen: Screen[Any]) -> tuple[object, ...]:
     )
 
 
+# Narrower than this the footer is compact (keys closer together) and leaves out the
+# app-wide screen keys (h g j l t; ? lists them): at 80 columns the whole row of keys
+# was cut, "? Help" and ": Commands" included.
+NARROW_BELOW = 120
+KEPT_APP_KEYS = ("q", "question_mark", "colon", "f1")
+
+
 class KeysFooter(Footer):
     _shown_keys: tuple[object, ...] | None = None
+    _narrow: bool | None = None
+
+    def _is_narrow(self) -> bool:
+        width = self.size.width or self.app.size.width
+        return width < NARROW_BELOW
+
+    def on_resize(self, _event: Resize) -> None:
+        narrow = self._is_narrow()
+        if narrow != self._narrow:
+            self._narrow = narrow
+            self.compact = narrow
+            self._shown_keys = None
+            if self._bindings_ready:
+                self.call_after_refresh(self.recompose)
 
     def compose(self) -> ComposeResult:
         if self._bindings_ready:
             self._shown_keys = _keys_of(self.screen)
+        narrow = self._narrow if self._narrow is not None else self._is_narrow()
+        self.compact = narrow
+        hidden = set()
+        if narrow:
+            hidden = {
+                key
+                for key, active in self.screen.active_bindings.items()
+                if active.node is self.app and key not in KEPT_APP_KEYS
+            }
+        shown = 0
         for widget in super().compose():
             if isinstance(widget, FooterKey):
+                if widget.key in hidden:
+                    continue
                 widget.set_reactive(FooterKey.compact, self.compact)
+                shown += 1
             yield widget
+        if hidden:
+            self.styles.grid_size_columns = shown
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
         if (
