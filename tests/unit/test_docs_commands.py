@@ -97,6 +97,8 @@ def _command(words: list[str]) -> tuple[str, str]:
     if not words:
         return "", ""
     first = words[0]
+    if first.endswith(":") and first[:-1] in COMMANDS:
+        return first[:-1], ""  # a message it printed (`distconsole jobs: node0: ...`)
     if first.startswith("-") or first in COMMANDS:
         name, rest = (first, words[1:]) if first in COMMANDS else ("", words)
     elif "." in first or "/" in first:
