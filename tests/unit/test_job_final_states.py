@@ -19,7 +19,15 @@ from console.inventory import Host, Inventory
 from console.jobs.history import JobHistory, plan_to_json
 from console.jobs.models import JobState
 from console.jobs.plan.planner import plan
-from console.jobs.report.discover import DiscoveredJob, Discovery, HostJob, lost_hosts, merge
+from console.jobs.report.bundle import summary_lines
+from console.jobs.report.discover import (
+    DiscoveredJob,
+    Discovery,
+    HostJob,
+    lost_hosts,
+    merge,
+    scan_host,
+)
 from console.jobs.report.settle import settle
 from console.jobs.spec import make_spec
 from console.jobs.ssh.job import Job
@@ -165,6 +173,25 @@ def test_final_states_are_final_in_the_history(tmp_path: Path) -> None:
     assert history.get("job-1").state is JobState.STOPPED
 
 
+def test_the_report_summary_tells_the_settled_state_not_a_stale_record(tmp_path: Path) -> None:
+    inventory = Inventory(path=str(tmp_path / "hosts.yaml"), hosts=HOSTS)
+    planned = plan(make_spec(kind="ddp", program="train.py"), inventory, job_id="job-1")
+    history = JobHistory(tmp_path / "history.sqlite")
+    history.add(planned, inventory=inventory.path, state=JobState.RUNNING)
+    found = job(copy("n0"), *followers_alone())  # n0 back, its record stale
+    history.record_from_hosts(
+        "job-1", found.state(), ended=None, failure=found.failure_text(), view=found.view()
+    )
+    lines = summary_lines(history.get("job-1"), {"host": "n0", "state": "running"})
+    assert lines[1] == "state: failed (settled by a console: nothing of the job was left alive)"
+    assert any(line.startswith("failure: n0: supervision lost on n0 at ") for line in lines)
+    # A final record of the leader's own stays its word.
+    record = history.get("job-1")
+    plain = replace(record, host_view={**(record.host_view or {}), "settled": False})
+    lines = summary_lines(plain, {"host": "n0", "state": "failed"})
+    assert lines[1] == "state: failed (recorded by n0's supervisor)"
+
+
 def _fields(c: HostJob) -> dict[str, Any]:
     return {name: getattr(c, name) for name in HostJob.__dataclass_fields__}
 
@@ -227,8 +254,6 @@ async def test_the_scan_checks_a_supervisor_pid_is_the_jobs_and_reads_a_stop(
         (stale / "supervisor.pid").write_text(f"{other.pid}\n")
         (live / "supervisor.pid").write_text(f"{ours.pid}\n")
         host = Host(name="local", address="local", work_dir=str(tmp_path))
-        from console.jobs.report.discover import scan_host
-
         found = {j.job_id: j for j in await scan_host(LocalConnection(host))}
     finally:
         for proc in (other, ours):

@@ -40,6 +40,7 @@ from console.jobs.notify import masked_bytes, masked_document
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.discover import failure_text
 from console.jobs.report.membership import membership_lines, spare_notes, when
+from console.jobs.report.settle import FINAL
 from console.jobs.report.timeline import timeline, timeline_text
 from console.jobs.ssh.control import Connections
 from console.transport.base import HostConnection
@@ -140,6 +141,11 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
     """What happened, from the history row and the leader's supervisor record."""
     view = with_spares(record.host_view, record.plan)  # the plan names the spares
     truth = supervisor or {}
+    settled = bool(view.get("settled")) or (
+        record.state.finished and truth.get("state") not in (None, *FINAL)
+    )
+    if settled:
+        truth = {}  # stale (its supervisor went away): the state a scan settled is the word
     state = record.state.value + (" (hung)" if view.get("hung") else "")
     leader = view.get("leader") or truth.get("host")
     spares = spares_of(truth) or view["spare_hosts"]
@@ -148,7 +154,13 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
         f"{record.plan.world_size} ranks on {', '.join(job_hosts(record.hosts, view))}"
         + (f" (spare hosts: {', '.join(spares)})" if spares else ""),
         f"state: {truth.get('state') or state}"
-        + (f" (recorded by {leader}'s supervisor)" if leader else ""),
+        + (
+            " (settled by a console: nothing of the job was left alive)"
+            if settled
+            else f" (recorded by {leader}'s supervisor)"
+            if leader
+            else ""
+        ),
         f"started {when(record.started)}"
         + (f", ended {when(record.ended)}" if record.ended else ""),
     ]

@@ -261,6 +261,7 @@ class DiscoveredJob:
             "hang": truth.get("hang"),
             "unsupervised": self.unsupervised,
             "lost": list(self.lost),
+            "settled": self.settled() is not None,  # by this scan: nothing was left alive
             "first_failure": self.first_failure(),
             "alive": self.alive,
             "ended_at": truth.get("ended_at"),
