@@ -119,6 +119,31 @@ def test_a_greeting_in_bashrc_breaks_neither_logs_nor_report(
     assert {"node0 r0", "node1 r1"} <= ranks, logs.stdout
     assert "Welcome" not in logs.stdout and "\x1b]" not in logs.stdout
 
+    # Beside it on node0: a job.json cut short, and one whose name is a lone surrogate
+    # escape (valid JSON, not UTF-8 text). A console with an empty history lists the
+    # real job and names both files.
+    node0 = cluster.host("node0")
+    jobs_root = node0.home / "distconsole" / ".distconsole" / "jobs"
+    document = (jobs_root / job_id / "job.json").read_text()
+    bad = {
+        "cut-20260101-000000-aaaaaa": document[: len(document) // 2],
+        "odd-20260101-000000-bbbbbb": document.replace(
+            job_id, "odd-20260101-000000-bbbbbb"
+        ).replace('"name": "greeted"', '"name": "greeted \\udc80"'),
+    }
+    assert "\\udc80" in bad["odd-20260101-000000-bbbbbb"]
+    for name, text in bad.items():
+        (jobs_root / name).mkdir(mode=0o700)
+        (jobs_root / name / "job.json").write_text(text)
+        for path in (jobs_root / name, jobs_root / name / "job.json"):
+            os.chown(path, node0.uid, node0.gid)
+    fresh = dc(tmp_path / "fresh", "jobs", inventory)
+    assert fresh.returncode == 0, fresh.stderr
+    assert job_id in fresh.stdout and "odd-" not in fresh.stdout, fresh.stdout
+    for name in bad:
+        assert f"/{name}/job.json left out: " in fresh.stderr, fresh.stderr
+    assert "Traceback" not in fresh.stderr
+
     out = tmp_path / "report"
     made = dc(data, "report", inventory, job_id, "--out", str(out), timeout=120)
     assert made.returncode == 0, made.stderr
