@@ -27,6 +27,7 @@ from console.jobs.report.discover import (
     lost_hosts,
     merge,
     scan_host,
+    tell_lost,
 )
 from console.jobs.report.settle import settle
 from console.jobs.spec import make_spec
@@ -290,3 +291,19 @@ def test_a_watching_console_that_lost_the_leader_names_it_not_the_followers_erro
     heard = {h: replace(r, unsupervised=()) for h, r in followers.items()}
     watched.supervisors = heard
     assert JobWatch._leader_lost(watched) is None
+
+
+async def test_followers_of_a_known_job_are_told_their_leader_is_lost(tmp_path: Path) -> None:
+    """The console that launched the job holds it: the scan sends its job.json without the
+    plan, and the followers were told nothing (the plan's job_dirs were the only source).
+    ``jobctl host-lost`` runs for real here, through the local transport."""
+    job_dir = tmp_path / "jobs" / "job-1"
+    job_dir.mkdir(parents=True)
+    follower = Host(name="n1", address="local", work_dir=str(tmp_path))
+    inventory = Inventory(path=str(tmp_path / "hosts.yaml"), hosts=(HOSTS[0], follower))
+    closed = {"n0": {"at": T0 + 15, "why": "its connection closed"}}
+    running = copy("n1", supervisor_alive=True, alive=1, unsupervised=closed)
+    found = job(HostJob(**{**_fields(running), "dir": str(job_dir)}), unreachable={"n0": "refused"})
+    assert found.lost == ("n0",) and "plan" not in (found.document or {})
+    await tell_lost({"n1": LocalConnection(follower)}, inventory, found)
+    assert (job_dir / "lost-hosts" / "n0").read_text().strip() == "the host does not answer"

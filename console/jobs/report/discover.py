@@ -343,15 +343,13 @@ async def tell_lost(connections: Connections, inventory: Inventory, job: Discove
     """``jobctl host-lost`` for each of the job's lost hosts on its other hosts, as a
     watching console does (``watch._tell_lost``): their supervisors then take it as lost
     and apply fail-fast, with no console left open. Best effort: a host that cannot be
-    told learns nothing from it."""
-    plan = (job.document or {}).get("plan") or {}
-    job_dirs = plan.get("job_dirs") if isinstance(plan, dict) else None
-    if not isinstance(job_dirs, dict):
-        return
+    told learns nothing from it. Each host's job directory is the one its scan found
+    (a job.json the console's history holds comes without its plan)."""
     by_name = {h.name: h for h in inventory.hosts}
 
     async def tell(host: str, lost: str) -> None:
-        args = {"job_dir": job_dirs[host], "host": lost, "why": "the host does not answer"}
+        why = "the host does not answer"
+        args = {"job_dir": job.copies[host].dir, "host": lost, "why": why}
         command = jobctl_command(by_name[host], "host-lost", args)
         with contextlib.suppress(TransportError):
             await connections[host].run(command, timeout=10)
@@ -361,7 +359,7 @@ async def tell_lost(connections: Connections, inventory: Inventory, job: Discove
             tell(host, lost)
             for lost in job.lost
             for host in job.copies
-            if host not in job.lost and host in job_dirs and host in by_name
+            if host not in job.lost and host in by_name
         )
     )
 
