@@ -40,6 +40,7 @@ from console.logs.file_steps import write_bundle_steps
 from console.probe.health_check import read_verdicts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
+from console.ui.screens.launch_fields import step_takers
 
 # How often the hosts' job directories are read into the history (jobs_scan: one
 # short command per host, within the connection's session budget): often while the jobs
@@ -153,10 +154,12 @@ def plan_preview(
     elif plan.master_addr:
         lines.append(f"master {plan.master_addr}")
     if plan.total_steps is not None:
+        takers, who = step_takers(plan)
         lines.append(
-            f"steps: total {plan.total_steps}  per GPU {plan.steps_per_rank}  "
-            f"global {(plan.steps_per_rank or 0) * plan.world_size}  "
-            f"dropped by the division {plan.steps_dropped or 0}"
+            f"steps: total {plan.total_steps}  per {who} {plan.steps_per_rank}  "
+            f"global {(plan.steps_per_rank or 0) * takers}"
+            + (f" ({takers} {who}s)" if who == "worker" else "")
+            + f"  dropped by the division {plan.steps_dropped or 0}"
         )
     lines += plan.notes
     for warning in plan.warnings:

@@ -30,11 +30,13 @@ from console.ui import slurm_form
 from console.ui.jobs_service import plan_preview
 from console.ui.screens.launch_fields import (
     KIND_EXAMPLES,
+    PREFLIGHT_BOX,
     PS_ONLY,
     RAY_ONLY,
     TEXT_FIELDS,
     form_to_spec,
     plan_problem,
+    preflight_refusal,
     steps_split_hint,
 )
 from console.ui.services import LaunchDraft, Services
@@ -116,9 +118,7 @@ class LaunchScreen(Screen[str | None]):
                     id="horovod_elastic",
                 )
                 yield Static("", id="error-horovod_elastic", classes="field-error", markup=False)
-                yield Checkbox(
-                    "Run the pre-flight checks before starting", preflight, id="preflight"
-                )
+                yield Checkbox(PREFLIGHT_BOX, preflight, id="preflight")
             with VerticalScroll(id="launch-preview-box") as box:
                 box.border_title = "What every host will run"
                 yield Static("", id="launch-preview", markup=False)
@@ -321,7 +321,7 @@ class LaunchScreen(Screen[str | None]):
                 on_sync=lambda p: status.update(f"Launching: sync {p.line()}"),
             )
         except PreflightError as exc:
-            status.update(f"Not launched: {exc} (untick the pre-flight box to launch anyway)")
+            status.update(preflight_refusal(str(exc)))
             return
         except ConsoleError as exc:
             status.update(f"Not launched: {exc}")

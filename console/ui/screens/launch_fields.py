@@ -56,7 +56,13 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
         "Checkpoint directory",
         "DISTCONSOLE_CHECKPOINT_DIR on the hosts (default: checkpoints/ in the job's dir)",
     ),
+    # As --notify URL (repeatable), --notify-command CMD and --notify-on EVENTS: the
+    # spec's own checks judge them, as they judge the command line's.
+    ("notify", "Notify webhooks", "URLs POSTed each event, space separated (as --notify)"),
+    ("notify_command", "Notify command", "run on the leader host for each event"),
+    ("notify_on", "Notify on", "events, comma separated (default failed,hung,succeeded)"),
 )
+LABELS = {name: label for name, label, _ in TEXT_FIELDS}
 INT_FIELDS = (
     "gpus_per_host",
     "total_steps",
@@ -104,24 +110,54 @@ def form_to_spec(values: dict[str, Any]) -> tuple[JobSpec | None, dict[str, str]
                 fields[name] = tuple(raw.replace(",", " ").split())
             elif name == "spare_hosts":  # as --spare-hosts A,B: the spec judges each name
                 fields[name] = tuple(raw.split(","))
+            elif name == "notify":
+                fields[name] = tuple(raw.replace(",", " ").split())
+            elif name == "notify_on":
+                fields[name] = tuple(e.strip() for e in raw.split(",") if e.strip())
             elif name == "args":
                 fields[name] = tuple(shlex.split(raw))
             elif name == "env":
                 fields[name] = form_env(shlex.split(raw))
             else:
                 fields[name] = raw
-        except ValueError as exc:  # shlex: unbalanced quotes
-            errors[name] = str(exc)
         except JobSpecError as exc:
             errors[exc.field] = exc.detail
+        except ValueError:  # shlex: an unbalanced quote
+            errors[name] = unclosed_quote(name)
     if "program" not in fields and "program" not in errors:
         errors["program"] = "a program is required (a script, an executable or example:NAME)"
-    if errors:
-        return None, errors
-    try:
-        return make_spec(**fields), {}
-    except JobSpecError as exc:
-        return None, {exc.field: exc.detail}
+    spec = spec_errors(fields, errors)
+    return (spec, {}) if spec is not None and not errors else (None, errors)
+
+
+def unclosed_quote(name: str) -> str:
+    return (
+        f"{LABELS.get(name, name)}: a quote is not closed; close it, or write a quote "
+        "that is part of a value as \\' or \\\""
+    )
+
+
+MAX_SPEC_ERRORS = 12  # each try judges the fields left; the form has fewer that can fail
+
+
+def spec_errors(fields: dict[str, Any], errors: dict[str, str]) -> JobSpec | None:
+    """The spec, adding to ``errors`` every field the spec's checks refuse, not only the
+    first: a refused field is taken out and the rest judged again. A field already
+    wrong (or a missing program) is judged with a stand-in, its own error kept."""
+    trial = dict(fields)
+    if "program" in errors:
+        trial["program"] = "example:ddp"  # so the other fields are judged
+    for _ in range(MAX_SPEC_ERRORS):
+        try:
+            spec = make_spec(**trial)
+        except JobSpecError as exc:
+            errors.setdefault(exc.field, exc.detail)
+            if exc.field not in trial or exc.field in ("kind", "program"):
+                return None
+            del trial[exc.field]
+            continue
+        return spec if trial == fields else None
+    return None
 
 
 def form_env(words: list[str]) -> dict[str, str]:
@@ -143,17 +179,38 @@ def form_env(words: list[str]) -> dict[str, str]:
         raise JobSpecError("env", str(exc) if exc.field != "env" else exc.detail) from None
 
 
+def step_takers(job: JobPlan) -> tuple[int, str]:
+    """Who runs the steps and how many of them: a PS job's workers (its parameter
+    servers run none), else every rank (a GPU each)."""
+    if job.kind is JobKind.PS:
+        return sum(1 for launch in job.launches if launch.role == "worker"), "worker"
+    return job.world_size, "GPU"
+
+
 def steps_split_hint(job: JobPlan | None) -> str:
     """What ``--total-steps`` means for this plan, in figures: the per-rank share."""
     if job is None or job.total_steps is None or job.steps_per_rank is None:
         return "Split over the ranks: each rank runs total ÷ number of ranks."
+    takers, who = step_takers(job)
+    who = "rank" if who == "GPU" else who
     text = (
-        f"{job.total_steps} over {job.world_size} ranks: "
-        f"{job.steps_per_rank} steps per rank ({{steps_per_rank}} in the arguments)"
+        f"{job.total_steps} over {takers} {who}s: "
+        f"{job.steps_per_rank} steps per {who} ({{steps_per_rank}} in the arguments)"
     )
     if job.steps_dropped:
         text += f"; {job.steps_dropped} dropped by the division"
     return text
+
+
+PREFLIGHT_BOX = "Run the pre-flight checks before starting"
+
+
+def preflight_refusal(message: str) -> str:
+    """A failed pre-flight in the form's words: the checks' findings, and the form's way
+    past them (its box), not the command line's option."""
+    lines = [ln for ln in message.splitlines() if "--skip-preflight" not in ln]
+    lines.append(f'fix the above, or untick "{PREFLIGHT_BOX}" to launch anyway')
+    return "Not launched: " + "\n".join(lines)
 
 
 def plan_problem(exc: PlanError) -> dict[str, str]:
