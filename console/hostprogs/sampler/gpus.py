@@ -150,6 +150,7 @@ class NvsmiStream:
             encoding="utf-8",
             errors="replace",
             bufsize=1,
+            preexec_fn=dies_with_sampler(),
         )
         reader_thread("nvidia-smi -lms", self._read, self.proc)
 
@@ -162,16 +163,18 @@ class NvsmiStream:
 
     def _read_rows(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
+        for line in bounded_lines(proc.stdout):
             line = line.strip()
             index = line.split(",", 1)[0].strip()
             with self.lock:
                 if index.isascii() and index.isdigit():  # int() refuses "²"
+                    if index not in self.rows and len(self.rows) >= MAX_GPU_ROWS:
+                        continue  # a flood of made-up GPU indices, not a host's GPUs
                     self.last_row = time.time()
                     self.rows[index] = (self.last_row, line)
                     self.error = None
                 elif line:
-                    self.error = line  # "NVIDIA-SMI has failed because ..."
+                    self.error = line[:MAX_ERROR_CHARS]  # "NVIDIA-SMI has failed because ..."
         proc.wait()
         with self.lock:
             self.error = self.error or f"nvidia-smi exited with status {proc.returncode}"
@@ -218,28 +221,168 @@ class NvsmiStream:
             self._apps_ready.set()  # a reader that died: no line waits for it again
 
     def _query_apps(self) -> tuple[list[str], str | None]:
-        import subprocess
-
         query = ",".join(QUERY_APPS)
         cmd = ["nvidia-smi", "--query-compute-apps=" + query, "--format=csv,noheader,nounits"]
+        timeout = max(5.0, self.interval * 3)
         try:
-            out = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                encoding="utf-8",
-                errors="replace",
-                timeout=max(5.0, self.interval * 3),
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
+            status, text = run_capped(cmd, timeout, MAX_APPS_BYTES)
+        except OSError as exc:
             return [], str(exc)
-        lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
-        if out.returncode != 0:
-            return [], " ".join(lines) or f"exit status {out.returncode}"
+        if status is None:
+            return [], f"nvidia-smi --query-compute-apps: no answer within {timeout:g} s"
+        lines = [ln.strip()[:MAX_ROW_CHARS] for ln in text.splitlines() if ln.strip()]
+        del lines[MAX_APP_ROWS:]
+        if status != 0:
+            return [], " ".join(lines)[:MAX_ERROR_CHARS] or f"exit status {status}"
         return [ln for ln in lines if not ln.lower().startswith("no running")], None
 
     def stop(self) -> None:
         self._stopping.set()
         if self.alive() and self.proc is not None:
             self.proc.kill()
+
+
+# What the sampler keeps of nvidia-smi's output is bounded: a stand-in writing without
+# end grew it to 0.5-0.8 GB (a line that never ended, 100,000s of made-up GPU indices,
+# hundreds of MB of compute-apps rows), and every kept row goes to the console too.
+MAX_ROW_CHARS = 4096  # a --query-gpu row is ~300 characters
+MAX_GPU_ROWS = 64  # GPU indices kept: more than any host has
+MAX_ERROR_CHARS = 300
+MAX_APPS_BYTES = 1 << 20  # of one --query-compute-apps answer (~100 bytes a process)
+MAX_APP_ROWS = 1024  # GPU processes kept of one answer (each goes to the console)
+_PREEXEC: list[object] = []  # dies_with_sampler's function, made once
+_SINCE_TICKS: list[float] = []  # own_children's time, in /proc's clock ticks since boot
+
+
+def bounded_lines(pipe):  # type: ignore[no-untyped-def]
+    """The lines of a text pipe, none longer than MAX_ROW_CHARS: the rest of a longer
+    line is read and dropped, so memory stays bounded however the writer misbehaves."""
+    skipping = False
+    while True:
+        piece = pipe.readline(MAX_ROW_CHARS)
+        if not piece:
+            return
+        ends = piece.endswith("\n")
+        if not skipping and (ends or len(piece) < MAX_ROW_CHARS):
+            yield piece
+        skipping = not ends and (skipping or len(piece) >= MAX_ROW_CHARS)
+
+
+def run_capped(cmd: list[str], timeout: float, limit: int) -> tuple[int | None, str]:
+    """``cmd``'s exit status and the first ``limit`` bytes of its output, decoded with
+    replacement (a cut last line dropped); status None when it gave no end within
+    ``timeout``. It is killed past either bound."""
+    import os
+    import selectors
+    import subprocess
+
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=dies_with_sampler(),
+    )
+    assert proc.stdout is not None
+    out = bytearray()
+    deadline = time.time() + timeout
+    ended = False
+    with proc.stdout, selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while len(out) < limit:
+            left = deadline - time.time()
+            if left <= 0 or not selector.select(left):
+                break
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                ended = True
+                break
+            out += chunk
+    if not ended:
+        proc.kill()
+        del out[out.rfind(b"\n") + 1 :]  # a line cut by the limit is no row
+    try:
+        status = proc.wait(timeout=1.0 if not ended else max(0.1, deadline - time.time()))
+    except subprocess.TimeoutExpired:
+        proc.kill()  # closed its output, never exited: reaped by a later Popen
+        status = None
+    if not ended and len(out) < limit:
+        status = None  # the deadline passed: no answer
+    return status, bytes(out).decode("utf-8", "replace")
+
+
+def dies_with_sampler():  # type: ignore[no-untyped-def]
+    """A ``preexec_fn`` that has the child SIGKILLed when the thread of the sampler that
+    started it ends (Linux's PR_SET_PDEATHSIG), however the sampler ends: a hung
+    nvidia-smi was left for good when the sampler was killed. None where prctl is not to
+    be had. libc is loaded here, in the sampler, never in a forked child."""
+    if not _PREEXEC:
+        try:
+            import ctypes
+            import signal
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+            kill = int(signal.SIGKILL)
+
+            def preexec() -> None:
+                prctl(1, kill, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+            _PREEXEC.append(preexec)
+        except (ImportError, OSError, AttributeError):
+            _PREEXEC.append(None)
+    return _PREEXEC[0]
+
+
+def own_children() -> None:
+    """Make the sampler the leader of its process group, and end every other process of
+    the group as it exits (the console gone, SIGTERM, SIGHUP): a hung nvidia-smi (or any
+    reader's child, health queries and journalctl included) no longer outlives it."""
+    import atexit
+    import contextlib
+    import os
+    import signal
+
+    with contextlib.suppress(OSError):  # a session leader (ssh's exec) leads one already
+        os.setpgid(0, 0)
+    if os.getpgrp() != os.getpid():
+        return
+    try:
+        # Only what starts from now on: a setup line's own background process (started
+        # by the shell this sampler was exec'd from) is left alone.
+        with open("/proc/uptime", "rb") as handle:
+            _SINCE_TICKS.append(float(handle.read().split()[0]) * os.sysconf("SC_CLK_TCK") - 1)
+    except (OSError, ValueError, IndexError):
+        return
+    atexit.register(end_children)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _exit_on_signal)
+
+
+def _exit_on_signal(signum, frame):  # type: ignore[no-untyped-def]
+    import sys
+
+    sys.exit(128 + signum)  # through atexit: end_children runs
+
+
+def end_children() -> None:
+    """SIGKILL every other process of the group this sampler leads (read from /proc)."""
+    import os
+    import signal
+
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as handle:
+                stat = handle.read()
+            # After "(comm)": state, ppid, pgrp, ... starttime (the 20th).
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if int(fields[2]) == me and int(fields[19]) >= _SINCE_TICKS[0]:
+                os.kill(int(name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue

@@ -245,12 +245,27 @@ def run_bounded(
         )
     except OSError as exc:
         return 127, str(exc)
-    done, out = guard.call(lambda: proc.communicate()[0], bound)
+    done, out = guard.call(lambda: _read_capped(proc), bound)
     if not done:
         with contextlib.suppress(OSError):
             proc.kill()
         return None, ""
     return proc.returncode, str(out or "")
+
+
+# Characters of one command's output a reader keeps; past that the command is killed (a
+# flooding nvidia-smi grew the sampler to 0.5-0.8 GB through communicate()).
+OUTPUT_LIMIT = 16 << 20
+
+
+def _read_capped(proc: Any) -> str:
+    out = str(proc.stdout.read(OUTPUT_LIMIT))
+    if len(out) >= OUTPUT_LIMIT:
+        with contextlib.suppress(OSError):
+            proc.kill()
+    proc.stdout.close()
+    proc.wait()
+    return out
 
 
 class NvsmiHealth:

@@ -28,7 +28,7 @@ if False:  # for type checkers only, without importing typing on the host
     from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
-    from console.hostprogs.sampler.gpus import NvmlGpus, NvsmiStream
+    from console.hostprogs.sampler.gpus import NvmlGpus, NvsmiStream, own_children
     from console.hostprogs.sampler.health import (
         ANSWER_WITHIN_S,
         HEALTH_EVERY_S,
@@ -125,6 +125,7 @@ def main(argv: list[str]) -> int:
     seed = argv[3] if len(argv) > 3 else "host"
     model = argv[4] if len(argv) > 4 else SIMULATED_MODEL
     parent = os.getppid()
+    own_children()  # its nvidia-smi readers end with it, hung ones included
     if not write_line({"program": PROGRAM, "v": VERSION}):
         return 0
     host = HostFigures()
