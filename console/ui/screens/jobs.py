@@ -195,7 +195,9 @@ class JobsScreen(Screen[None]):
         now = self.services.clock()
         for row in self.rows.values():
             cells = self._cells_of(row, now)
-            table.update_cell(row.id, "state", cells[3])
+            # The width too: a state that changed meanwhile ("starting" to "succeeded")
+            # would otherwise keep the old width, cut ("succeede").
+            table.update_cell(row.id, "state", cells[3], update_width=True)
             self._cells[row.id] = cells
 
     def select_job(self, job_id: str) -> None:
