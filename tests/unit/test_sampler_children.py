@@ -33,10 +33,8 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def start_sampler(standin: str, *, health: bool = True) -> subprocess.Popen[bytes]:
+def start_sampler(standin: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PATH=f"{STANDIN / standin}:{os.environ['PATH']}")
-    if not health:
-        env["DISTCONSOLE_SAMPLER_HEALTH"] = "0"
     proc = subprocess.Popen(
         [sys.executable, "-u", "-", "0.5", "auto", "0", "h"],
         stdin=subprocess.PIPE,
@@ -106,13 +104,13 @@ def test_a_hung_nvidia_smi_ends_with_the_sampler_when_the_console_goes() -> None
 
 
 def test_a_killed_sampler_takes_its_readers_with_it() -> None:
-    # Health off: its queries (health.py) are ended as the sampler exits, not by the
-    # kernel; here the readers' own children are what must not outlive a SIGKILL.
-    proc = start_sampler("hung", health=False)
+    # Nothing of the sampler runs after a SIGKILL: the kernel ends its children
+    # (PR_SET_PDEATHSIG), the stream's, the GPU-processes query's and the health query's.
+    proc = start_sampler("hung")
     assert proc.stdout is not None
     try:
         proc.stdout.readline()
-        children = hung_children(proc, 2)
+        children = hung_children(proc, 3)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

@@ -15,6 +15,7 @@ if False:  # for type checkers only, without importing typing on the host
     import subprocess
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
+    from console.hostprogs.sampler.health import dies_with_sampler
     from console.hostprogs.sampler.schema import (
         GPU_FIELDS,
         GPU_PROCESSES,
@@ -250,7 +251,6 @@ MAX_GPU_ROWS = 64  # GPU indices kept: more than any host has
 MAX_ERROR_CHARS = 300
 MAX_APPS_BYTES = 1 << 20  # of one --query-compute-apps answer (~100 bytes a process)
 MAX_APP_ROWS = 1024  # GPU processes kept of one answer (each goes to the console)
-_PREEXEC: list[object] = []  # dies_with_sampler's function, made once
 _SINCE_TICKS: list[float] = []  # own_children's time, in /proc's clock ticks since boot
 
 
@@ -309,28 +309,6 @@ def run_capped(cmd: list[str], timeout: float, limit: int) -> tuple[int | None, 
     if not ended and len(out) < limit:
         status = None  # the deadline passed: no answer
     return status, bytes(out).decode("utf-8", "replace")
-
-
-def dies_with_sampler():  # type: ignore[no-untyped-def]
-    """A ``preexec_fn`` that has the child SIGKILLed when the thread of the sampler that
-    started it ends (Linux's PR_SET_PDEATHSIG), however the sampler ends: a hung
-    nvidia-smi was left for good when the sampler was killed. None where prctl is not to
-    be had. libc is loaded here, in the sampler, never in a forked child."""
-    if not _PREEXEC:
-        try:
-            import ctypes
-            import signal
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-            kill = int(signal.SIGKILL)
-
-            def preexec() -> None:
-                prctl(1, kill, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-            _PREEXEC.append(preexec)
-        except (ImportError, OSError, AttributeError):
-            _PREEXEC.append(None)
-    return _PREEXEC[0]
 
 
 def own_children() -> None:
