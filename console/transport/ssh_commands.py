@@ -24,7 +24,7 @@ from console.transport.base import (
     RemoteProcess,
     with_env,
 )
-from console.transport.hello import OutputStart, marked, marks_in, new_marker
+from console.transport.hello import OutputStart, marked, marks_in, new_marker, unmarked
 from console.transport.sessions import SessionLimiter, SessionSlot
 from console.transport.ssh_process import SshRemoteProcess, exit_code, kill
 
@@ -116,7 +116,7 @@ class SshCommands(HostConnection):
         self._require()
         marker = new_marker()  # the login shell's greeting, if any, goes before it
         line = marked(with_env(command, env), marker)
-        slot = await self.sessions.acquire(line)
+        slot = await self.sessions.acquire(unmarked(line))
         try:
             result = await self._run(line, timeout, input)
         finally:
@@ -138,7 +138,7 @@ class SshCommands(HostConnection):
             stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
             kill(process)
-            raise CommandTimeout(self.host.name, line, timeout or 0.0) from None
+            raise CommandTimeout(self.host.name, unmarked(line), timeout or 0.0) from None
         except (asyncssh.Error, OSError) as exc:
             process.close()
             raise self._unavailable(exc, conn) from exc
@@ -179,7 +179,7 @@ class SshCommands(HostConnection):
         """A started command holding one session until its channel closes (it exits,
         its reader closes it, or the connection drops)."""
         self._require()
-        slot = await self.sessions.acquire(line)
+        slot = await self.sessions.acquire(unmarked(line))
         try:
             conn = self._require()  # again: the host may have gone while this waited
             try:

@@ -28,7 +28,15 @@ from console.hostprogs.sampler import health as host_health
 from console.hostprogs.sampler import program, schema
 from console.hostprogs.sampler.gpus import NvsmiStream
 from console.probe.health import host_verdicts
-from console.transport.hello import OutputStart, marked, marker_of, new_marker
+from console.transport.hello import (
+    OutputStart,
+    marked,
+    marker_of,
+    marks_in,
+    new_marker,
+    unmarked,
+)
+from console.transport.ship import with_setup
 from tests.unit.test_health_sampler import DATA, STANDIN, sample_lines, view_of
 from tests.unit.test_spare_hosts_console import spare_record
 
@@ -180,9 +188,24 @@ def test_output_start_skips_a_greeting_to_the_marker() -> None:
     assert start.feed(marker.encode()[5:] + b'\n{"program"') == b'{"program"'
     assert start.feed(b"\nmore") == b"\nmore"
     assert start.text(f"hi\n{marker}\nout\n") == "out\n"
-    unmarked = OutputStart(marker)
-    assert unmarked.feed(b"no marker here\n") == b""
-    assert unmarked.end() == b"no marker here\n"  # a command that never printed it
+    never = OutputStart(marker)
+    assert never.feed(b"no marker here\n") == b""
+    assert never.end() == b"no marker here\n"  # a command that never printed it
+
+
+def test_a_nested_bash_of_ours_prints_the_marker_after_its_own_greeting() -> None:
+    marker = new_marker()
+    line = marked(with_setup("source venv/bin/activate", "python3 -u -", bash=True), marker)
+    assert unmarked(line).startswith("bash -c ") and marks_in(line) == 2
+    assert line.startswith(f"export DISTCONSOLE_OUTPUT_MARK={marker}; ")
+    greeting = b"Welcome\x1b]0;t\x07"
+    start = OutputStart(marker, marks_in(line))
+    assert start.feed(greeting + marker.encode() + b"\n" + greeting) == b""
+    assert start.feed(marker.encode() + b"\nhello\n") == b"hello\n"
+    whole = f"Welcome\n{marker}\nWelcome{marker}\nhello\n"
+    assert OutputStart(marker, 2).text(whole) == "hello\n"
+    plain_line = marked("echo hi", marker)
+    assert plain_line == f"printf '%s\\n' {marker}; echo hi" and marks_in(plain_line) == 1
 
 
 # -- job.json on a host ----------------------------------------------------------------
