@@ -40,6 +40,7 @@ PROGRAM_FILES = (
     "simulated.py",
     "gpus.py",
     "health.py",
+    "nvml.py",
     "host.py",
     "program.py",
 )

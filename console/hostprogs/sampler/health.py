@@ -1,7 +1,7 @@
 """The sampler's health readers: each GPU's ECC, row remapping, recovery action, clock
-events, PCIe link, fan and NVLink state (NVML, else one ``nvidia-smi --query-gpu`` on a
-slower tick), Xid events (the kernel log, and NVML's event set), and a bound on every
-GPU read: a reader that does not answer is reported, never waited on.
+events and PCIe link through one ``nvidia-smi --query-gpu`` on a slower tick (NVML's
+reading is ``nvml.py``'s), Xid events from the kernel log, and a bound on every GPU
+read: a reader that does not answer is reported, never waited on.
 
 Part of the sampler program (see ``program.py``): runs on the host, standard library
 only plus optional pynvml. Records are built with the sample schema's :func:`record`.
@@ -19,8 +19,11 @@ if False:  # for type checkers only, without importing typing on the host
     from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
+    # NVML's health reading, here before it moved to nvml.py (shipped after this file).
+    from console.hostprogs.sampler.nvml import NvmlXids as NvmlXids
+    from console.hostprogs.sampler.nvml import decode_nvml_event as decode_nvml_event
+    from console.hostprogs.sampler.nvml import nvml_health as nvml_health
     from console.hostprogs.sampler.schema import (
-        HEALTH_FIELDS,
         XID_FIELDS,
         query_health,
         reader_failed,
@@ -42,19 +45,6 @@ XID_LINE = re.compile(
 _INVALID_FIELD = re.compile(r'Field "([^"]+)" is not a valid field')
 # A field's older name, asked for where the driver refuses the newer one (before R535).
 OLDER_NAMES = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
-# NVML's gpu recovery action values (nvmlDeviceGetFieldValues NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
-RECOVERY_ACTIONS = {
-    0: None,
-    1: "GPU Reset",
-    2: "Node Reboot",
-    3: "Drain P2P",
-    4: "Drain and Reset",
-    5: "Recover IMEX Domain",
-    6: "Bus Reset",
-    7: "System Reboot",
-}
-FIELD_GPU_RECOVERY_ACTION = 230
-EVENT_XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError
 
 
 def parse_xid(message: str, when: float, source: str) -> dict[str, object] | None:
@@ -66,123 +56,6 @@ def parse_xid(message: str, when: float, source: str) -> dict[str, object] | Non
     values = {"t": when, "xid": int(m.group(2)), "pci": m.group(1).lower(), "text": text[:160]}
     values["source"] = source
     return record(XID_FIELDS, values)
-
-
-def decode_nvml_event(event: Any, index_of: Any, now: float) -> dict[str, object] | None:
-    """One ``nvmlEventSetWait`` answer as an XID_FIELDS record (None: not an Xid event).
-
-    ``index_of(device)`` gives the GPU index of the event's device handle (None: unknown).
-    """
-    if not int(getattr(event, "eventType", 0)) & EVENT_XID_CRITICAL:
-        return None
-    try:
-        gpu = index_of(getattr(event, "device", None))
-    except Exception:  # an NVML error on a GPU that is going away
-        gpu = None
-    xid = int(getattr(event, "eventData", 0))
-    return record(XID_FIELDS, {"t": now, "xid": xid, "gpu": gpu, "source": "nvml"})
-
-
-def _yes_no(value: object) -> str | None:
-    return None if value is None else ("Yes" if value else "No")
-
-
-def nvml_health(nv: Any, count: int) -> list[dict[str, object]]:
-    """Every GPU's HEALTH_FIELDS record read through NVML (``nv``: the pynvml module)."""
-    out = []
-    for i in range(count):
-        h = nv.nvmlDeviceGetHandleByIndex(i)
-        out.append(record(HEALTH_FIELDS, _nvml_gpu(nv, h, i)))
-    return out
-
-
-def _nvml_gpu(nv: Any, h: Any, index: int) -> dict[str, object]:
-    def ask(name: str, *args: object) -> Any:
-        fn = getattr(nv, name, None)
-        if fn is None:
-            return None
-        try:
-            return fn(h, *args)
-        except Exception:  # not supported by this board or driver: not reported
-            return None
-
-    unc, cor = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED
-    vol, agg = nv.NVML_VOLATILE_ECC, nv.NVML_AGGREGATE_ECC
-    pci = ask("nvmlDeviceGetPciInfo")
-    bus = getattr(pci, "busId", None)
-    remap = ask("nvmlDeviceGetRemappedRows")  # (correctable, uncorrectable, pending, failed)
-    pending = ask("nvmlDeviceGetRetiredPagesPendingStatus")
-    events = ask("nvmlDeviceGetCurrentClocksEventReasons")
-    if events is None:
-        events = ask("nvmlDeviceGetCurrentClocksThrottleReasons")  # drivers before R535
-    action = None
-    values = ask("nvmlDeviceGetFieldValues", [FIELD_GPU_RECOVERY_ACTION])
-    if values:
-        v = values[0]
-        if getattr(v, "nvmlReturn", 1) == 0:
-            action = RECOVERY_ACTIONS.get(int(v.value.uiVal), str(int(v.value.uiVal)))
-        else:
-            action = None
-    fan = None
-    try:
-        nv.nvmlDeviceGetFanSpeed(h)
-    except Exception as exc:  # no fan (passive boards) is "not supported"; others: a fault
-        if getattr(exc, "value", None) != getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3):
-            fan = "ERR!"
-    active = inactive = 0
-    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 0))):
-        state = ask("nvmlDeviceGetNvLinkState", link)
-        if state is None:
-            continue  # no such link on this board
-        if state:
-            active += 1
-        else:
-            inactive += 1
-    return {
-        "index": index,
-        "pci_bus_id": bus.decode("utf-8", "replace") if isinstance(bus, bytes) else bus,
-        "ecc_uncorrected_volatile": ask("nvmlDeviceGetTotalEccErrors", unc, vol),
-        "ecc_uncorrected_aggregate": ask("nvmlDeviceGetTotalEccErrors", unc, agg),
-        "ecc_corrected_volatile": ask("nvmlDeviceGetTotalEccErrors", cor, vol),
-        "ecc_corrected_aggregate": ask("nvmlDeviceGetTotalEccErrors", cor, agg),
-        "retired_pages_pending": _yes_no(pending),
-        "remapped_rows_pending": _yes_no(remap[2]) if remap else None,
-        "remapped_rows_failure": _yes_no(remap[3]) if remap else None,
-        "recovery_action": action if values else None,
-        "clock_events": events,
-        "pcie_gen": ask("nvmlDeviceGetCurrPcieLinkGeneration"),
-        "pcie_gen_max": ask("nvmlDeviceGetMaxPcieLinkGeneration"),
-        "pcie_width": ask("nvmlDeviceGetCurrPcieLinkWidth"),
-        "pcie_width_max": ask("nvmlDeviceGetMaxPcieLinkWidth"),
-        "fan": fan,
-        "nvlink_active": active if active or inactive else None,
-        "nvlink_inactive": inactive if active or inactive else None,
-    }
-
-
-class NvmlXids:
-    """Critical Xid events from NVML's event set, polled without waiting (timeout 0)."""
-
-    def __init__(self, nv: Any, count: int) -> None:
-        self.nv = nv
-        self.events = nv.nvmlEventSetCreate()
-        for i in range(count):
-            h = nv.nvmlDeviceGetHandleByIndex(i)
-            # Not supported on this board: the kernel log still tells.
-            with contextlib.suppress(Exception):
-                nv.nvmlDeviceRegisterEvents(h, EVENT_XID_CRITICAL, self.events)
-
-    def poll(self) -> list[dict[str, object]]:
-        out = []
-        for _ in range(64):  # a burst is read over a few ticks, never in a tight loop
-            try:
-                event = self.nv.nvmlEventSetWait(self.events, 0)
-            except Exception:  # NVML_ERROR_TIMEOUT: nothing waiting
-                break
-            found = decode_nvml_event(event, self.nv.nvmlDeviceGetIndex, time.time())
-            if found is not None:
-                out.append(found)
-        return out
 
 
 class Bounded:
