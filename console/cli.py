@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "check": "connect to every host and show its state, OS, Python, torch, GPUs, disk",
     "gpus": "show every GPU of every host (utilization, memory, power, processes, job/rank)",
     "health": "show every GPU's health verdict (ok / warn / fail) with its reasons and since when",
+    "validate": "measure every host, GPU and link (compute, memory, all-reduce) and judge them",
     "plan": "show the exact per-host commands, environment and log files of a job",
     "launch": "start a job on its hosts and stream its output until it ends",
     "export": "write the job as Kubeflow manifests or a Slurm batch script",
