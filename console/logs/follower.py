@@ -187,6 +187,8 @@ class HostLogFollower:
     def _note(self, note: Note) -> FollowNote:
         if note.kind in ("truncated", "rotated"):
             self.cursors[note.path] = FileCursor(0, note.inode)
+            # A line the old content left open does not go on in the new one.
+            self._attribution.pop(note.path, None)
         return FollowNote(self.target.host, note.path, note.kind, note.message)
 
     async def _reads(self, process: RemoteProcess) -> AsyncIterator[list[Frame]]:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from console.logs.follower import MAX_LINE, program_source
-from console.logs.frames import Data, read_frames
+from console.logs.follower import MAX_LINE, FollowTarget, HostLogFollower, program_source
+from console.logs.frames import Data, Note, read_frames
 from console.logs.models import LineRuns, LogLine
 from console.logs.prefixes import FileAttribution, guess_context
 
@@ -78,3 +78,17 @@ def test_a_line_left_open_by_a_finished_file_does_not_leak_into_another_file(
     other.write_bytes(b"plain launcher line\n")
     assert {line.rank for line in attributed(first, (0, 1))[:-1]} == {1}
     assert [(line.rank, line.role) for line in attributed(other)] == [(None, "launcher")]
+
+
+def test_a_truncated_file_does_not_continue_the_line_it_left_open(tmp_path: Path) -> None:
+    # The frames the follower sends: a piece of a long line (no line end), the file
+    # truncated, then its new first line. HostLogFollower.decode and _note need no link.
+    path = str(tmp_path / "torchrun-0.out")
+    target = FollowTarget("job-1", "node0", node_ranks=(0, 1))
+    follower = HostLogFollower(None, target)  # type: ignore[arg-type]  # no link used
+    piece = Data(path, 0, 7, b"[default1]:" + b"z" * MAX_LINE)
+    (open_line,) = follower.decode([piece])[0]
+    assert open_line.rank == 1
+    follower._note(Note(path, "truncated", "file shrank", 7))
+    (fresh,) = follower.decode([Data(path, 0, 7, b"[default0]:fresh\n")])[0]
+    assert (fresh.rank, fresh.text) == (0, "fresh")
