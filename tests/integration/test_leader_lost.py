@@ -31,6 +31,14 @@ from tests.integration.test_supervisor import (
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 FINAL = ("succeeded", "failed", "stopped")
+# A worker of no collective (torchrun --no-python): the rendezvous on node0 is torchrun's
+# agents' own, and the workers start without importing torch.
+TRAIN = (
+    "import os, time\n"
+    "for step in range(1, 3000):\n"
+    "    print('rank', os.environ['RANK'], f'step {step}/3000', flush=True)\n"
+    "    time.sleep(0.1)\n"
+)
 SETTLE_S = 60  # the issue's bar: a final state within a minute of the crash
 
 
@@ -60,14 +68,14 @@ def test_the_leader_host_crashing_reads_final_naming_it_and_stays_final(
     launched = dc(
         tmp_path, "launch", str(inventory), "--detach", "--skip-preflight",
         "--kind", "ddp", "--gpus-per-host", "1", "--min-hosts", "2", "--max-restarts", "3",
-        "--", "example:ddp", "--steps", "2000", "--sleep", "0.1",
+        "--", "python3", "-c", TRAIN,
     )  # fmt: skip
     assert launched.returncode == 0, launched.stderr
     job_id = launched.stdout.strip()
     leader_file = job_dir(cluster, "node0", job_id) / "supervisor.json"
     out = job_dir(cluster, "node0", job_id) / "torchrun-0.out"
     # Training runs on every host (the rendezvous on node0 formed).
-    step = re.compile(r"rank \d step 1/")
+    step = re.compile(r"rank \d step 2/")
     wait_for(lambda: out.exists() and bool(step.search(out.read_text(errors="replace"))), 150)
     assert read_json(leader_file).get("state") == "running"
 
