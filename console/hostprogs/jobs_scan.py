@@ -47,9 +47,10 @@ def emit(record: dict[str, Any]) -> None:
 
 def read_text(path: str, limit: int = 1 << 16) -> str | None:
     try:
-        with open(path) as handle:
+        # UTF-8 with replacement whatever the host's locale: a byte never fails a read.
+        with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read(limit).strip()
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
 
 
@@ -58,9 +59,20 @@ def read_json(path: str, limit: int = 1 << 20) -> Any | None:
     if not text:
         return None
     try:
-        return json.loads(text)
+        return text_only(json.loads(text))
     except ValueError:
         return None
+
+
+def text_only(value: Any) -> Any:
+    """``value`` with each lone surrogate (a ``"\\udc80"`` escape: valid JSON, not text,
+    which no UTF-8 writer of the console takes) read as "?"."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")
+        return json.loads(text.decode("utf-8"))
 
 
 # job.json's fields the console reads, and their JSON types (a wrong one: not read).

@@ -243,6 +243,8 @@ def test_scan_program_lists_every_job_and_names_the_bad_file(tmp_path: Path) -> 
     for job, text in (("good-1", '{"id": "good-1", "hosts": ["h"]}'), ("bad-1", "{not json")):
         (root / job).mkdir(parents=True)
         (root / job / "job.json").write_text(text)
+    # The supervisor's record quotes a rank's line: a lone surrogate there reads "?".
+    (root / "good-1" / "supervisor.json").write_text('{"state": "failed", "lines": ["x\\udc80"]}')
     args = json.dumps({"roots": [str(root)], "known": [], "host": "h"})
     done = subprocess.run(
         [sys.executable, "-", args],
@@ -258,5 +260,6 @@ def test_scan_program_lists_every_job_and_names_the_bad_file(tmp_path: Path) -> 
     found.add(parse_scan("h", done.stdout))
     assert sorted(found.jobs) == ["bad-1", "good-1"]
     assert found.jobs["good-1"].document == {"id": "good-1", "hosts": ["h"]}
+    assert found.jobs["good-1"].copies["h"].supervisor == {"state": "failed", "lines": ["x?"]}
     (skipped,) = found.skipped
     assert skipped.startswith(f"h: {root}/bad-1/job.json left out: not JSON"), skipped
