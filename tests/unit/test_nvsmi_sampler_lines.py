@@ -159,7 +159,7 @@ def test_commands_quote_values_and_run_setup_first() -> None:
     command = sampler.sampler_command(host, 0.5)
     assert command == (
         "{ source /opt/env/bin/activate\n} && exec '/opt/my python/bin/python3' -u - 0.5 "
-        "simulated 8 'n 1'"
+        "simulated 8 'n 1' 'Simulated A100 80GB (simulated)'"
     )
     real = Host.model_construct(name="r", address="10.0.0.2")
     assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r"
