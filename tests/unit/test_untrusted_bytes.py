@@ -167,6 +167,12 @@ def test_plain_lines_keeps_lines_and_drops_their_controls() -> None:
     assert plain_lines("a\x1b[2J\nb\x1b]0;t\x07\n") == "a\nb\n"
 
 
+def test_a_ui_table_cell_draws_nothing_of_a_hosts_on_the_terminal() -> None:
+    from console.ui.formatting import plain as cell
+
+    assert cell("x\x1b]0;t\x07\ny [b]").plain == "x y [b]"
+
+
 def test_a_newline_in_a_job_name_makes_no_row() -> None:
     record = spare_record(None)
     named = dataclasses.replace(record, name="x\nfake-1  fake  ddp  running")
