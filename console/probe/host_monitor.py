@@ -44,14 +44,17 @@ class HostMonitor:
         interval: float,
         publish: Callable[[HostView], None],
         once: bool = False,
+        health: bool = True,
     ) -> None:
         """``once``: one sample and done (``distconsole gpus``): the sampler is started
         with interval 0, writes one line whose CPU % and rates already have their window,
-        and exits; nothing is restarted after it."""
+        and exits; nothing is restarted after it. ``health``: False when nothing reads the
+        GPUs' health from these samples (``gpus``), so the sampler starts no health reader."""
         self.connection = connection
         self.host = connection.host
         self.interval = interval
         self.once = once
+        self.health = health
         self._publish = publish
         status = connection.status
         self.view = HostView(self.host.name, status.state, status.reason)
@@ -169,7 +172,7 @@ class HostMonitor:
         if self.use_nvsmi_loop:
             command = sampler.nvsmi_loop_command(host, interval)
         else:
-            command = sampler.sampler_command(host, interval)
+            command = sampler.sampler_command(host, interval, health=self.health)
         try:
             process = await self.connection.start(command)
         except TransportError as exc:

@@ -37,9 +37,11 @@ class ClusterMonitor:
         batch_window: float | None = None,
         stale_after: float | None = None,
         once: bool = False,
+        health: bool = True,
     ) -> None:
         """``once``: every host's sampler writes one sample and exits (a snapshot:
-        ``distconsole gpus`` without ``--watch``); see :class:`HostMonitor`."""
+        ``distconsole gpus`` without ``--watch``); ``health``: False where nothing reads
+        the GPUs' health from the samples; see :class:`HostMonitor`."""
         if interval <= 0:
             raise ValueError("interval must be greater than 0")
         self.pool = pool
@@ -53,7 +55,7 @@ class ClusterMonitor:
         self.stale_after = max(5.0, 3 * interval) if stale_after is None else stale_after
         self.monitors: dict[str, HostMonitor] = {
             host.name: HostMonitor(
-                pool[host.name], interval=interval, publish=self._from_ssh, once=once
+                pool[host.name], interval=interval, publish=self._from_ssh, once=once, health=health
             )
             for host in pool.hosts
         }

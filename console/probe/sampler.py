@@ -55,20 +55,23 @@ def program_source() -> str:
     return f"{_FUTURE}\n{body}\n"
 
 
-def sampler_host_program(host: Host, interval: float) -> HostProgram:
+def sampler_host_program(host: Host, interval: float, *, health: bool = True) -> HostProgram:
     mode = "simulated" if host.gpu_source == "simulated" else "auto"
     gpus = host.gpus if isinstance(host.gpus, int) else 0
     # The fifth: the simulated board's name (an h100-tagged demo host shows an H100).
-    args = (f"{interval:g}", mode, str(gpus), host.name, model_for_tags(host.tags))
+    args: tuple[str, ...] = (f"{interval:g}", mode, str(gpus), host.name, model_for_tags(host.tags))
+    # The sixth: no health readers where nothing reads health (`gpus`): each one is a
+    # process on the host (nvidia-smi's health query, journalctl).
+    args += () if health else (sampler_program.NO_HEALTH,)
     return HostProgram(sampler_program.PROGRAM, program_source(), args)
 
 
-def sampler_command(host: Host, interval: float) -> str:
+def sampler_command(host: Host, interval: float, *, health: bool = True) -> str:
     """The shell command that starts the sampler; its program follows on stdin.
 
     exec: the sampler's parent is then the ssh session itself, so it notices it ending.
     """
-    return shipment(host, sampler_host_program(host, interval), exec_=True).command
+    return shipment(host, sampler_host_program(host, interval, health=health), exec_=True).command
 
 
 def nvsmi_loop_command(host: Host, interval: float) -> str:

@@ -56,6 +56,9 @@ WARMUP_S = 0.1  # from the first line (no CPU % yet) to the second (with it)
 ONE_SHOT_BOUND_S = 5.0  # a one-shot line waits this long for a GPU reader, no longer
 # "0": no health reading (bench/sampler_health.py's "without"; the console never sets it).
 HEALTH_ON = os.environ.get("DISTCONSOLE_SAMPLER_HEALTH") != "0"
+# Sixth argument: start no health reader (`gpus` never shows health; each reader is a
+# process here: nvidia-smi's health query, journalctl). The GPU processes' owners stay.
+NO_HEALTH = "no-health"
 
 
 class Health:
@@ -124,6 +127,7 @@ def main(argv: list[str]) -> int:
     sim_count = int(argv[2]) if len(argv) > 2 else 0
     seed = argv[3] if len(argv) > 3 else "host"
     model = argv[4] if len(argv) > 4 else SIMULATED_MODEL
+    readers = HEALTH_ON and NO_HEALTH not in argv[5:]
     parent = os.getppid()
     own_children()  # its nvidia-smi readers end with it, hung ones included
     if not write_line({"program": PROGRAM, "v": VERSION}):
@@ -137,14 +141,16 @@ def main(argv: list[str]) -> int:
     # finding, reported on the next line; the stuck call is left alone, never waited on.
     bound = ONE_SHOT_BOUND_S if interval <= 0 else max(ANSWER_WITHIN_S, 3 * interval)
     guard = Bounded()
-    health = Health(KernelXids() if HEALTH_ON and mode != "simulated" else None, bound)
+    health = Health(KernelXids() if readers and mode != "simulated" else None, bound)
+    if not readers:
+        health.due = float("inf")  # NVML's health reading never due
     if mode == "simulated":
         sim, source = SimulatedGpus(seed, sim_count or 4, model), "simulated"
     else:
         try:
             done, nvml = guard.call(NvmlGpus, bound)
             source = "nvml"
-            if done and HEALTH_ON:
+            if done and readers:
                 health.nvml_xids = _nvml_xids(nvml)
         except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, ...
             gpu_error = f"NVML unavailable ({type(exc).__name__}: {exc})"
@@ -152,7 +158,7 @@ def main(argv: list[str]) -> int:
 
         if source != "nvml" and shutil.which("nvidia-smi"):
             stream, source = NvsmiStream(interval), "nvidia-smi"
-            health.nvsmi = NvsmiHealth(bound=bound) if HEALTH_ON else None
+            health.nvsmi = NvsmiHealth(bound=bound) if readers else None
             # A one-shot line is all there is: wait for nvidia-smi as long as a stream
             # would (a busy host's nvidia-smi can take seconds to start).
             stream.wait_first(ONE_SHOT_BOUND_S if interval <= 0 else min(5.0, interval * 3 + 1))
