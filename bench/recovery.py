@@ -156,8 +156,13 @@ def run_once(
             cluster.start(host.name)  # the last run killed node2
     started = time.monotonic()
     job_ids = [launch(env, cluster, args, *extra)]
-    lose = (job_dir(cluster, "node2", job_ids[0]), args.crash_at, lambda: cluster.stop("node2"))
-    follower = Follower(lose if lost else None)
+    # Only the host-lost scenario has a node2 (the crash scenario's cluster has 2 hosts).
+    lose = (
+        (job_dir(cluster, "node2", job_ids[0]), args.crash_at, lambda: cluster.stop("node2"))
+        if lost
+        else None
+    )
+    follower = Follower(lose)
     deadline = started + 300
     while time.monotonic() < deadline:
         follower.poll([f for job in job_ids for f in job_files(cluster, job)])
