@@ -104,7 +104,8 @@ def test_the_leader_host_crashing_reads_final_naming_it_and_stays_final(
     assert fresh["failure"].startswith("node0: supervision lost on node0 at "), fresh
     stopped = dc(tmp_path, "stop", str(inventory), job_id, "--grace", "2")
     assert stopped.returncode == 0 and "nothing of the job remains" in stopped.stdout, stopped
-    assert jobs_now(tmp_path, inventory)["state"] == "failed"
+    for console in (tmp_path, tmp_path / "fresh", tmp_path / "fresh-2"):
+        assert jobs_now(console, inventory)["state"] == "failed", console
     assert_nothing_left(cluster)
     print(f"over after {time.monotonic() - begun:.0f} s")
 

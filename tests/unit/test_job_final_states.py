@@ -201,6 +201,9 @@ def test_nothing_alive_and_a_running_record_settles_by_what_the_files_say() -> N
     asked = T0 + 25
     stopped = job(copy("n0", stop_requested=asked), copy("n1"), copy("n2"))
     assert stopped.state() is JobState.STOPPED and stopped.failure_text() is None
+    # A stop run after the followers had recorded the job's end (n0 lost): still failed.
+    late = [HostJob(**{**_fields(c), "stop_requested": T0 + 60}) for c in followers_alone()]
+    assert job(copy("n0", stop_requested=T0 + 60), *late).state() is JobState.FAILED
     ok = job(*(copy(h, exit_code=0) for h in NAMES))
     assert ok.state() is JobState.SUCCEEDED
     killed = job(copy("n0"), copy("n1", exit_code=1), copy("n2"))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from console.jobs.models import JobState
+from console.jobs.plan.placement import first_host_said
 from console.jobs.ssh.job import JobFailure
 
 FINAL = {"succeeded": JobState.SUCCEEDED, "failed": JobState.FAILED, "stopped": JobState.STOPPED}
@@ -166,6 +167,9 @@ def _leader_lost(
         f"{leader}: host lost (supervision lost on {leader} at {clock(min(seen, default=None))}:"
         f" {how}, and the host does not answer: {why.splitlines()[0] if why else '?'})"
     ]
+    plan = (document or {}).get("plan")
+    said = first_host_said(plan.get("notes") or (), leader) if isinstance(plan, dict) else None
+    lines += [said] if said else []  # the plan's line: how to avoid it next time
     lines += _consequences(leader, records, document)
     ended = [_float(r.get("ended_at")) for r in records.values()]
     return Settled(JobState.FAILED, "\n".join(lines), max((e for e in ended if e), default=None))
@@ -180,7 +184,16 @@ def _supervision_lost(
     """Every host answers, the leader's record says running, nothing is alive."""
     last = _float(truth.get("heartbeat"))
     asked = [c.stop_requested for c in copies.values() if c.stop_requested is not None]
-    if asked:
+    # A follower's verdict from before the stop (its own, the leader gone): the job had
+    # ended, and a stop run on it afterwards (nothing left) does not make it stopped.
+    ended = [
+        at
+        for h, c in copies.items()
+        if h != leader
+        and (c.supervisor or {}).get("state") in ("failed", "succeeded")
+        and (at := _float((c.supervisor or {}).get("ended_at"))) is not None
+    ]
+    if asked and not (ended and min(ended) < min(asked)):
         return Settled(JobState.STOPPED, None, max(asked))
     exits = [p.get("exit") for c in copies.values() for p in c.processes.values()]
     if exits and all(e == 0 for e in exits):
