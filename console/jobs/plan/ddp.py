@@ -25,15 +25,15 @@ to the survivors' first step here. :data:`ELASTIC_RDZV_CONF` cuts both (see its
 comment); the rendezvous endpoint is the first host's agent, so that host must survive.
 
 ``--spare-hosts`` (with ``--min-hosts``) uses torch's own replacement: each spare host
-runs a torchrun agent with the same rendezvous (``--nnodes M:N``, N the job's hosts). An
-agent that arrives when a round already holds N agents waits in the rendezvous'
-redundancy list (no join timeout there, keep-alive beats only); when a participant
-leaves (a lost host's keep-alive expires) it moves to the wait list, the survivors'
-agents restart their workers for it and the next round takes it in. When the job ends
-the agents close the rendezvous and a waiting agent exits (the supervisors stop it too).
-So that no spare takes a job host's place in the first round, the spare's agent starts
-only once its supervisor writes its gate file (``spare-go.HOST``), which the leader's
-supervisor asks for once its own workers run (the first round is complete).
+runs a torchrun agent with the same rendezvous (``--nnodes M:N``, N the job's hosts),
+gated: it starts only once its supervisor writes its gate file (``spare-go.HOST``),
+which the leader's supervisor asks for only when a host was lost (elastic.py). The
+agent then joins the wait list of the survivors' round, their agents restart their
+workers for it and the next round takes it in. Never before a loss: an agent waiting
+beside a full round (torch's redundancy list) leaves it whenever a participant does, so
+on a plain restart (a crashed rank) it raced the job's own agents into the next round,
+one agent was always left over in the wait list, and the rounds never settled. When
+the job ends the supervisors stop a spare still waiting at its gate.
 A spare's launch has no ranks: that is how the supervisors tell it (elastic.py).
 """
 
