@@ -162,13 +162,15 @@ def test_commands_quote_values_and_run_setup_first() -> None:
         "simulated 8 'n 1' 'Simulated A100 80GB (simulated)'"
     )
     real = Host.model_construct(name="r", address="10.0.0.2")
-    assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r"
+    # Every sampler gets the model's argument (the sixth, health's, comes after it).
+    model = " 'Simulated A100 80GB (simulated)'"
+    assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r" + model
     assert sampler.nvsmi_loop_command(real, 1.0).startswith("exec nvidia-smi --query-gpu=index,")
     assert sampler.nvsmi_loop_command(real, 1.0).endswith(" -lms 1000")
     # Interval 0 (a one-shot snapshot): one query, nvidia-smi exits after it.
     once = sampler.nvsmi_loop_command(real, 0.0)
     assert once.startswith("exec nvidia-smi --query-gpu=index,") and "-lms" not in once
-    assert sampler.sampler_command(real, 0.0) == "exec python3 -u - 0 auto 0 r"
+    assert sampler.sampler_command(real, 0.0) == "exec python3 -u - 0 auto 0 r" + model
 
 
 def test_gpu_processes_asked_for_by_their_own_thread_and_refreshed(
