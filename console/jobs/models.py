@@ -86,6 +86,9 @@ class Upload:
     path: str  # destination on the host (may start with "~/")
     resource: str  # file name inside ``package``
     package: str = "console.examples"  # console.hostprogs for the job's sitecustomize hook
+    # The file's text when it is the job's own, not a bundled file (the environment
+    # horovodrun --gloo must not see: jobs/plan/mpi_secrets.py); written 0600.
+    data: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,10 +94,12 @@ def dc(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[
     return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
-def scan_as_nobody() -> dict[str, object]:
+def scan_as_nobody(
+    secrets: tuple[str, ...] = (OWN_SECRET, FILE_SECRET, NOTIFY_SECRET, WEBHOOK_SECRET),
+) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, "-c", SCAN],
-        input=" ".join((OWN_SECRET, FILE_SECRET, NOTIFY_SECRET, WEBHOOK_SECRET)),
+        input=" ".join(secrets),
         user="nobody",
         group="nogroup",
         extra_groups=[],

@@ -32,7 +32,7 @@ from console.errors import JobSpecError
 from console.inventory import Host
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
-from console.jobs.plan import horovod_elastic
+from console.jobs.plan import horovod_elastic, mpi_secrets
 from console.jobs.plan.mpi_ranks import (
     host_list,
     per_host_accounts,
@@ -205,12 +205,20 @@ def plan_mpi(p: Placement) -> JobPlan:
         {"steps_per_rank": spr, "total_steps": spec.total_steps, "world_size": world_size},
     )
     env = _env(p, launcher, world_size, spr)
+    # Under horovodrun --gloo the user's values go in a file, not in its environment.
+    hidden = mpi_secrets.hidden_env(p, env)
+
+    def shown(values: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in values.items() if k not in hidden}
+
+    env = shown(env)
     # Each host's rank runs its own python, paths and env (see console/jobs/plan/mpi_ranks.py).
     programs = {h.name: program_argv(spec, h.host.python, h.job_dir, args) for h in p.hosts}
-    exports = {h.name: rank_exports(env, _env(p, h, world_size, spr)) for h in p.hosts}
+    exports = {h.name: rank_exports(env, shown(_env(p, h, world_size, spr))) for h in p.hosts}
     horovod_elastic.check_restarts(p)
     elastic = horovod_elastic.uses_elastic(p)
-    wrapped = rank_argv(rank_script(p, programs, exports, elastic=elastic))
+    script = rank_script(p, programs, exports, elastic=elastic, env_file=bool(hidden))
+    wrapped = rank_argv(script)
     horovod = spec.kind is JobKind.HOROVOD
     argv = horovodrun_argv(p, wrapped) if horovod else mpirun_argv(p, env, wrapped)
     # Horovod elastic's launcher is not re-run by the supervisors (horovod_elastic.py).
@@ -222,8 +230,12 @@ def plan_mpi(p: Placement) -> JobPlan:
     )
     warnings = list(p.warnings) + cluster_warnings(p)
     not_elastic = horovod_elastic.why_not(p)
-    notes = (horovod_elastic.note(p),) if elastic else (not_elastic,) if not_elastic else ()
+    notes: tuple[str, ...] = (
+        (horovod_elastic.note(p),) if elastic else (not_elastic,) if not_elastic else ()
+    )
+    notes += horovod_elastic.first_host_notes(p) if elastic and len(p.hosts) > 1 else ()
     uploads = example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts))
+    uploads += mpi_secrets.env_file_uploads(p, hidden)
     launch = RankLaunch(
         host=launcher.name,
         role=role,

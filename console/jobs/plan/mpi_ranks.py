@@ -30,6 +30,7 @@ from collections.abc import Mapping
 
 from console.jobs import paths
 from console.jobs.models import LogFile
+from console.jobs.plan.mpi_secrets import SECRET_ENV_FILE, env_file_path
 from console.jobs.plan.placement import (
     CHECKPOINT_VAR,
     HANG_HOOK_VAR,
@@ -101,9 +102,12 @@ def _arm(
     program: tuple[str, ...],
     exports: Mapping[str, str | None],
     elastic: bool = False,
+    env_file: bool = False,
 ) -> str:
     ranks_dir = shell_word(paths.ranks_dir(h.job_dir))
     body = [f"cd -- {shell_word(h.cwd)} || exit {RANK_CWD_FAILED}"]
+    if env_file:
+        body += _source_env_file(h)
     for key, value in exports.items():
         if value is None:
             body.append(f"unset {key}")
@@ -149,6 +153,23 @@ def _arm(
     return "\n".join(lines)
 
 
+ENV_FILE_WAIT_S = 30  # the start on this host writes it while the launcher's ssh arrives
+
+
+def _source_env_file(h: PlacedHost) -> list[str]:
+    """The user's values from this host's 0600 file (mpi_secrets.py): never in an argv."""
+    file = shell_word(env_file_path(h.job_dir))
+    missing = shlex.quote(
+        f"distconsole: {h.name}: no {SECRET_ENV_FILE} in the job's directory "
+        f"after {ENV_FILE_WAIT_S} s (the job's --env values)"
+    )
+    tries = ENV_FILE_WAIT_S * 10
+    return [
+        f"n=0; while [ ! -r {file} ] && [ $n -lt {tries} ]; do sleep 0.1; n=$((n + 1)); done",
+        f". {file} || {{ echo {missing} >&2; exit {RANK_SETUP_FAILED}; }}",
+    ]
+
+
 def env_differences(base: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str | None]:
     """What a host's rank must export (or unset: None) to turn ``base`` into ``own``."""
     changes: dict[str, str | None] = {k: v for k, v in own.items() if base.get(k) != v}
@@ -185,8 +206,10 @@ def rank_script(
     exports: Mapping[str, Mapping[str, str | None]],
     *,
     elastic: bool = False,
+    env_file: bool = False,
 ) -> str:
-    """The wrapper's bash text; ``programs``/``exports`` per host name (see module doc)."""
+    """The wrapper's bash text; ``programs``/``exports`` per host name (see module doc);
+    ``env_file``: each rank sources its host's ``env.secret`` (mpi_secrets.py)."""
     lines = [
         f"# distconsole job {p.job_id}: one rank (console/jobs/plan/mpi_ranks.py)",
         'r="${OMPI_COMM_WORLD_RANK:-${HOROVOD_RANK:-}}"',
@@ -198,7 +221,7 @@ def rank_script(
     ]
     for h, ranks in rank_ranges(p):
         lines.append(f"{_pattern(ranks)})")
-        lines.append(_arm(h, programs[h.name], exports.get(h.name, {}), elastic))
+        lines.append(_arm(h, programs[h.name], exports.get(h.name, {}), elastic, env_file))
         lines.append(";;")
     lines += [
         "*)",

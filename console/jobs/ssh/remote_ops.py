@@ -243,7 +243,11 @@ def start_payload(
     uploads = [
         {
             "path": upload.path,
-            "data": base64.b64encode(bundled_file(upload.resource, upload.package)).decode(),
+            "data": base64.b64encode(
+                upload.data.encode()
+                if upload.data is not None
+                else bundled_file(upload.resource, upload.package)
+            ).decode(),
             "mode": 0o600,
         }
         for upload in plan.uploads
