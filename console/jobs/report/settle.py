@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from console.jobs.models import JobState
-from console.jobs.plan.placement import first_host_said
 from console.jobs.ssh.job import JobFailure
 
 FINAL = {"succeeded": JobState.SUCCEEDED, "failed": JobState.FAILED, "stopped": JobState.STOPPED}
@@ -167,9 +166,6 @@ def _leader_lost(
         f"{leader}: host lost (supervision lost on {leader} at {clock(min(seen, default=None))}:"
         f" {how}, and the host does not answer: {why.splitlines()[0] if why else '?'})"
     ]
-    plan = (document or {}).get("plan")
-    said = first_host_said(plan.get("notes") or (), leader) if isinstance(plan, dict) else None
-    lines += [said] if said else []  # the plan's line: how to avoid it next time
     lines += _consequences(leader, records, document)
     ended = [_float(r.get("ended_at")) for r in records.values()]
     return Settled(JobState.FAILED, "\n".join(lines), max((e for e in ended if e), default=None))
