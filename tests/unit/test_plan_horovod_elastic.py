@@ -132,8 +132,9 @@ def test_min_hosts_sets_min_np_to_the_slots_of_the_smallest_hosts() -> None:
         planned = plan(make_spec(**fields, min_hosts=floor), uneven(), job_id=JOB)
         assert min_np_of(planned.launches[0].argv[2]) == fewest, floor
         assert planned.min_hosts == floor
-        [note] = planned.notes
+        note, first_host = planned.notes  # the second: losing the first host ends it
         assert f"--min-hosts {floor}: " in note and f"horovodrun --min-np {fewest}" in note
+        assert first_host.startswith(f"Losing {planned.hosts_involved[0]} ends the job:")
     # Without it: every slot but the largest host's (one host lost), as before.
     planned = plan(make_spec(**fields), uneven(), job_id=JOB)
     assert min_np_of(planned.launches[0].argv[2]) == 6 and planned.min_hosts == 0

@@ -49,6 +49,7 @@ from console.jobs.plan.placement import (
     checkpoint_env,
     distconsole_env,
     example_uploads,
+    first_host_note,
     job_env,
     max_restarts,
     min_hosts,
@@ -249,8 +250,13 @@ def plan_ddp(p: Placement) -> JobPlan:
         fail_fast=spec.fail_fast,
         max_restarts=restarts,
         min_hosts=floor,
-        notes=spare_notes(p),
+        notes=spare_notes(p) + (first_host_notes(p) if floor and nnodes > 1 else ()),
     )
+
+
+def first_host_notes(p: Placement) -> tuple[str, ...]:
+    """An elastic job's one host it cannot lose (the module doc): its agent's store."""
+    return (first_host_note(p, "the rendezvous (torchrun's c10d store)"),)
 
 
 def spare_gate(job_dir: str, host: str) -> str:

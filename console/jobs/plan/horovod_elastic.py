@@ -171,6 +171,11 @@ def note(p: Placement) -> str:
     return f"{NOTE}; {fewest}"
 
 
+def first_host_notes(p: Placement) -> tuple[str, ...]:
+    """The one host an elastic job cannot lose: the launcher's, with Horovod's driver."""
+    return (placement.first_host_note(p, "horovodrun (Horovod's driver, its rendezvous)"),)
+
+
 def min_hosts(p: Placement) -> int:
     """The hosts an elastic job goes on with (0: none said): --min-hosts, else the
     leader host's ``min_hosts`` (hosts.yaml), checked against the job's hosts. A horovod

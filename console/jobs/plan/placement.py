@@ -328,6 +328,29 @@ def min_hosts(p: Placement, restarts: int) -> int:
     return wanted
 
 
+FIRST_HOST_LOSS = "Losing {host} ends the job:"  # first_host_note's opening
+
+
+def first_host_note(p: Placement, holds: str) -> str:
+    """An elastic job survives a lost host unless it is the first (issue 31): the plan
+    says so in one line, and a failure for that host's loss repeats it (first_host_said).
+    No option moves what it holds today: the only way round is the host order."""
+    first = p.first.name
+    return (
+        f"{FIRST_HOST_LOSS.format(host=first)} it holds {holds} and the job's leader "
+        f"supervisor (any other host may be lost); name your steadiest host first "
+        f"(--hosts, the form's Hosts): a rendezvous host that trains nothing, so that any "
+        f"host may be lost, is not built yet"
+    )
+
+
+def first_host_said(notes: Iterable[object], host: str) -> str | None:
+    """The plan's first_host_note when ``host`` is the one it names (a job.json read back
+    gives the notes as JSON: anything that is not a string is skipped)."""
+    opening = FIRST_HOST_LOSS.format(host=host)
+    return next((n for n in notes if isinstance(n, str) and n.startswith(opening)), None)
+
+
 def checkpoint_env(spec: JobSpec, job_dir: str) -> dict[str, str]:
     """Where the process checkpoints: --checkpoint-dir, else checkpoints/ in its job
     directory on its host (kept across restarts; the wrapper creates it)."""

@@ -149,6 +149,8 @@ class DiscoveredJob:
     lost: tuple[str, ...] = ()
     # The job's hosts this scan could not reach (host -> why): what runs there is unseen.
     unreachable: dict[str, str] = field(default_factory=dict)
+    # The plan's notes from the history: the scan leaves a known job's plan out.
+    plan_notes: tuple[str, ...] = ()
 
     @property
     def document(self) -> dict[str, Any] | None:
@@ -189,7 +191,7 @@ class DiscoveredJob:
     def settled(self) -> Settled | None:
         """The state this scan records itself when nothing of the job is alive on the
         hosts it reached (``report/settle.py``); None otherwise."""
-        return settle(self.hosts, self.copies, self.unreachable, self.document)
+        return settle(self.hosts, self.copies, self.unreachable, self.document, self.plan_notes)
 
     def state(self) -> JobState:
         settled = self.settled()
@@ -368,7 +370,8 @@ def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> li
     """Write what the hosts say into the history: jobs it lacks are added (from their
     job.json), and a job whose leader's supervisor recorded a state takes that state.
     Returns the ids the hosts settled (their state is the supervisor's)."""
-    known = {r.id: r.state for r in history.records(inventory=inventory.path)}
+    records = {r.id: r for r in history.records(inventory=inventory.path)}
+    known = {job_id: r.state for job_id, r in records.items()}
     # Job ids are unique across inventories: a second file naming the same hosts (a
     # copy, a subset) sees jobs the history holds under the first; those stay its own.
     elsewhere = {r.id for r in history.summaries()} - known.keys()
@@ -390,6 +393,8 @@ def merge(discovery: Discovery, history: JobHistory, inventory: Inventory) -> li
                 discovery.skipped.append(f"{where} left out: its plan is not readable ({first})")
                 continue
             history.add(plan, inventory=inventory.path, started=_started(document))
+        else:
+            job.plan_notes = records[job.job_id].plan.notes
         verdict = job.settled()
         if verdict is not None and job.job_id in known and known[job.job_id].finished:
             continue  # settled before (by a console, a scan): what it recorded stays

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from console.jobs.models import JobState
+from console.jobs.plan.placement import first_host_said
 from console.jobs.ssh.job import JobFailure
 
 FINAL = {"succeeded": JobState.SUCCEEDED, "failed": JobState.FAILED, "stopped": JobState.STOPPED}
@@ -118,9 +119,11 @@ def settle(
     copies: Mapping[str, ScannedCopy],
     unreachable: Mapping[str, str],
     document: Mapping[str, Any] | None = None,
+    notes: Sequence[str] = (),
 ) -> Settled | None:
     """The state a scan records for a job nothing of which is alive (see the module
-    doc); None when something lives, or the leader's own final record stands."""
+    doc); None when something lives, or the leader's own final record stands.
+    ``notes``: the plan's, when ``document`` (a known job's) comes without its plan."""
     if not hosts or anything_alive(copies):
         return None
     leader = hosts[0]
@@ -130,7 +133,9 @@ def settle(
     if leader not in copies:
         if leader not in unreachable:
             return None
-        return _leader_lost(leader, copies, unreachable[leader], document)
+        plan = (document or {}).get("plan")
+        told = [*notes, *((plan.get("notes") or ()) if isinstance(plan, dict) else ())]
+        return _leader_lost(leader, copies, unreachable[leader], document, told)
     if truth is None or truth.get("state") not in ("running", "hung"):
         return None  # no supervisor record: the process files decide (discover.state)
     if any(h in unreachable for h in hosts):
@@ -143,6 +148,7 @@ def _leader_lost(
     copies: Mapping[str, ScannedCopy],
     why: str,
     document: Mapping[str, Any] | None,
+    notes: Sequence[object] = (),
 ) -> Settled | None:
     """The leader's host does not answer; its followers' supervisors have ended."""
     records = {h: c.supervisor for h, c in copies.items() if c.supervisor is not None}
@@ -166,6 +172,8 @@ def _leader_lost(
         f"{leader}: host lost (supervision lost on {leader} at {clock(min(seen, default=None))}:"
         f" {how}, and the host does not answer: {why.splitlines()[0] if why else '?'})"
     ]
+    said = first_host_said(notes, leader)
+    lines += [said] if said else []  # the plan's line: how to avoid it next time
     lines += _consequences(leader, records, document)
     ended = [_float(r.get("ended_at")) for r in records.values()]
     return Settled(JobState.FAILED, "\n".join(lines), max((e for e in ended if e), default=None))

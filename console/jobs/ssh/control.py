@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from console.errors import JobError, TransportError
@@ -18,6 +19,7 @@ from console.inventory import Host, Inventory
 from console.jobs.grace import DEFAULT_GRACE_S
 from console.jobs.history import JobHistory
 from console.jobs.models import JobState
+from console.jobs.plan.placement import first_host_said
 from console.jobs.ssh import jobctl_reports, remote_ops
 from console.jobs.ssh.job import Job, JobEvent, StopReport
 from console.transport.base import HostConnection
@@ -104,6 +106,8 @@ class JobControl:
     def _finish(self, job: Job, state: JobState) -> None:
         if job.finished:
             return
+        if state in (JobState.FAILED, JobState.LOST):
+            first_host_told(job)
         job.state = state
         job.ended = time.time()
         self._save(job)
@@ -148,3 +152,16 @@ class JobControl:
                 info.exit_status = report.exit_status
                 info.note = "stopped"
         return tuple(f"pid {p.pid}: {p.command}" for p in result.remaining)
+
+
+def first_host_told(job: Job) -> None:
+    """A job that ends with its first host lost, when the plan said that host cannot be
+    lost (an elastic job's rendezvous): its failure repeats the plan's line, which says
+    how to avoid it next time."""
+    said = next(filter(None, (first_host_said(job.plan.notes, h) for h in job.lost_hosts)), None)
+    failure = job.failure
+    if said is None or failure is None or failure.exit_status is not None:
+        return  # an exit status is told with its reason in brackets: no room for a line
+    if said in failure.reason:
+        return
+    job.failure = replace(failure, reason=f"{failure.reason}\n{said}")
