@@ -70,7 +70,9 @@ class HostFigures:
                     float(disk.write_bytes if disk else 0),
                 )
             rx = tx = 0.0
-            with open("/proc/net/dev") as f:
+            # An interface or disk name is bytes the kernel took as given: decoded with
+            # replacement, one odd name does not lose every figure.
+            with open("/proc/net/dev", encoding="utf-8", errors="replace") as f:
                 for line in f.readlines()[2:]:
                     name, _, data = line.partition(":")
                     if name.strip() != "lo":
@@ -78,7 +80,7 @@ class HostFigures:
                         rx += float(cols[0])
                         tx += float(cols[8])
             rd = wr = 0.0
-            with open("/proc/diskstats") as f:
+            with open("/proc/diskstats", encoding="utf-8", errors="replace") as f:
                 for line in f:
                     cols = line.split()
                     if os.path.exists(f"/sys/block/{cols[2]}") and not cols[2].startswith("loop"):
