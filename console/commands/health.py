@@ -24,6 +24,7 @@ from console.display import plain
 from console.errors import EXIT_FAILED, EXIT_OK
 from console.inventory import load
 from console.probe.health import GpuVerdict, clock, cluster_verdicts
+from console.validate.store import load_validated
 
 HELP = "show every GPU's health verdict (ok / warn / fail) with its reasons and since when"
 COLOURS = {"ok": "32", "warn": "33", "fail": "31"}
@@ -59,12 +60,21 @@ def run(args: argparse.Namespace) -> int:
     hosts = options.selected_hosts(inventory, args.names, args.tags)
     views = asyncio.run(snapshot(hosts, 1.0, args.timeout))
     rows = cluster_verdicts(views)
+    # `distconsole validate`'s last verdict per host, where it ran (docs/validate.md).
+    validated = load_validated(args.inventory)
     if args.json:
-        json.dump([r.to_json() for r in rows], sys.stdout, indent=2)
+        listed = [r.to_json() for r in rows]
+        for row in listed:
+            if row["host"] in validated:
+                row["validated"] = validated[row["host"]].to_json()
+        json.dump(listed, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         sys.stdout.write(render(rows, colour=colour))
+        for host in dict.fromkeys(h.name for h in hosts):
+            if host in validated:
+                sys.stdout.write(f"{host}: {validated[host].ago()}\n")
     return EXIT_FAILED if any(r.state == "fail" for r in rows) else EXIT_OK
 
 

@@ -2,8 +2,9 @@
 
 1. Ring neighbours (i, i+1 mod n), in rounds of disjoint pairs run at the same time: two
    rounds for an even n, three for an odd one (n pairs in all).
-2. For each slow pair, each of its two hosts against a host found in no slow pair (at
-   most 2 x slow pairs more tests, again in rounds of disjoint pairs).
+2. For each slow pair, each of its two hosts against a host found in no slow pair, and
+   the slow pair once more (at most 3 x slow pairs more tests, again in rounds of
+   disjoint pairs; the second figure of a pair is the one judged).
 
 A host that is slow in every pair drags its links down itself; a pair that is slow while
 both of its hosts are fine with others is a slow link.
