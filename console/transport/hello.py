@@ -8,6 +8,9 @@ message naming the host and the program instead of a panel of wrong figures.
 
 Each program file declares its ``PROGRAM`` name and ``VERSION``; the console imports
 those same constants to check the hello, so one file says what both ends expect.
+
+Before any of that, a command's output over SSH starts at a marker of its own
+(:func:`marked`, :class:`OutputStart`): what the login shell printed first is skipped.
 """
 
 from __future__ import annotations
