@@ -2,8 +2,8 @@
 history (``data_dir()``: ``DISTCONSOLE_DATA_DIR`` or the user data directory), keyed by
 the inventory file and the host name, for ``health``'s "validated 2 h ago: ok".
 
-One JSON file, ``validations.json``: ``{inventory: {host: {"time", "state", "reasons",
-"figures"}}}``; written whole to a temporary file and renamed, so a reader never sees half.
+One JSON file, ``validations.json``: ``{inventory: {host: {"time", "state", "reasons"}}}``;
+written whole to a temporary file and renamed, so a reader never sees half.
 """
 
 from __future__ import annotations

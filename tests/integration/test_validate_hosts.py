@@ -52,7 +52,8 @@ def validate(
 ) -> tuple[int, dict[str, Any], str]:
     env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(data_dir))
     done = subprocess.run(
-        [*VALIDATE, str(inventory), "--json", "--quick", "--parallel", "4", *extra],
+        # Not --quick: 5 windows of 0.5 s, a steadier median on a loaded machine.
+        [*VALIDATE, str(inventory), "--json", "--parallel", "4", *extra],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -105,19 +106,22 @@ def test_a_fleet_with_no_host_limited_is_all_ok_links_included(
     status, document, stderr = validate(cluster.inventory_path, data_dir)
     rows = host_rows(document)
     assert set(rows) == {"node0", "node1", "node2", "node3"}, document
-    assert all(r["state"] == "ok" for r in rows.values()), (document, stderr)
+    said = {h: (r["state"], r["reasons"], r["figures"]) for h, r in rows.items()}
+    assert all(r["state"] == "ok" for r in rows.values()), said
     assert all(r["figures"]["cpu_gflops"] > 0 for r in rows.values())
     assert all(r["figures"]["cpu_threads"] == 1 for r in rows.values())
-    # The ring over all 4 hosts, then the 4 ring-neighbour pairs in two rounds.
+    # The ring over all 4 hosts, then the 4 ring-neighbour pairs in two rounds (and, if
+    # the load here made one look slow, its follow-ups), every link ok in the end.
     assert document["ring"]["hosts"] == ["node0", "node1", "node2", "node3"], document
     assert document["ring"]["busbw_gbps"] > 0
     pairs = {tuple(sorted(link["hosts"])) for link in document["links"]}
-    assert pairs == {
+    assert pairs >= {
         ("node0", "node1"),
         ("node1", "node2"),
         ("node2", "node3"),
         ("node0", "node3"),
     }, document
+    assert [x for x in document["links"] if x["state"] != "ok"] == [], document
     assert document["errors"] == [] and status in (0, 1)
     # Progress went to stderr, one line per phase and host.
     assert "validate: node0: compute" in stderr and "validate: all-reduce over 4 hosts" in stderr
@@ -125,6 +129,17 @@ def test_a_fleet_with_no_host_limited_is_all_ok_links_included(
     stored = json.loads((data_dir / "validations.json").read_text())
     (per_host,) = stored.values()
     assert {h: v["state"] for h, v in per_host.items()} == dict.fromkeys(rows, "ok")
+    health = subprocess.run(
+        [sys.executable, "-m", "console", "health", str(cluster.inventory_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=dict(os.environ, DISTCONSOLE_DATA_DIR=str(data_dir)),
+    )
+    shown = {r["host"]: r.get("validated") for r in json.loads(health.stdout)}
+    assert set(shown) == set(rows), health.stdout
+    assert all(v["state"] == "ok" and v["text"].endswith(" ago: ok") for v in shown.values())
 
 
 def test_the_host_under_a_25_percent_cpu_quota_is_flagged_the_others_pass(
