@@ -106,6 +106,7 @@ class Session:
         process = await self.connections[host.name].start(sent.command)
         group: int | None = None
         result: dict[str, Any] | None = None
+        failure: str | None = None
         try:
             await process.write(sent.stdin)
             process.write_eof()
@@ -130,7 +131,8 @@ class Session:
                         result = dict(record["result"])
                         break
                     elif "error" in record:
-                        raise HostProgramError(host.name, PROGRAM, str(record["error"]))
+                        failure = str(record["error"])
+                        break
                 status = await process.wait()
         except TimeoutError:
             raise HostProgramError(
@@ -138,6 +140,10 @@ class Session:
             ) from None
         finally:
             process.close()
+        if group is not None and status is not None:
+            self.groups[host.name].discard(group)  # it exited: nothing left to kill
+        if failure is not None:
+            raise HostProgramError(host.name, PROGRAM, failure)
         if result is None:
             raise HostProgramError(
                 host.name,
@@ -145,8 +151,6 @@ class Session:
                 f"ended with status {status} before its result: "
                 + (stderr_summary(process) or "no output"),
             )
-        if group is not None and status is not None:
-            self.groups[host.name].discard(group)  # it exited: nothing left to kill
         return result
 
     async def kill_all(self) -> None:
@@ -198,20 +202,28 @@ class Session:
         if port not in done:
             port.cancel()
             return await leader  # it failed before serving: its error is the answer
-        others = [
-            self.run_program(
-                h,
-                {
-                    **base,
-                    "rank": i,
-                    "address": h.address,
-                    "master": hosts[0].address,
-                    "port": port.result(),
-                },
+        ranks = [leader] + [
+            asyncio.create_task(
+                self.run_program(
+                    h,
+                    {
+                        **base,
+                        "rank": i,
+                        "address": h.address,
+                        "master": hosts[0].address,
+                        "port": port.result(),
+                    },
+                )
             )
             for i, h in enumerate(hosts[1:], start=1)
         ]
-        answers = await asyncio.gather(leader, *others)
+        try:
+            answers = await asyncio.gather(*ranks)
+        except BaseException:
+            # One rank failed: the others would wait for it until the store's timeout.
+            for rank in ranks:
+                rank.cancel()
+            raise
         return {
             "busbw_gbps": min(float(a["busbw_gbps"]) for a in answers),
             "hosts": [h.name for h in hosts],

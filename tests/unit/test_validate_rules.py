@@ -133,3 +133,17 @@ def test_results_are_kept_per_host_and_read_back_as_validated_ago(
     assert found["a"].ago(now=1000.0 + 2 * 3600) == "validated 2 h ago: ok"
     assert found["c"].reasons[0].startswith("CPU fp32 matmul 4 GFLOPS")
     assert store.load_validated("other.yaml") == {}
+
+
+async def test_a_host_without_torch_fails_with_a_clear_error_and_nothing_left() -> None:
+    """The real program, run by a local transport with a Python that has no torch."""
+    from console.errors import HostProgramError
+    from console.inventory import Host
+    from console.transport.local import LocalConnection
+    from console.validate.runner import Plan, Session
+
+    host = Host(name="bare", address="local", python="/usr/bin/python3")
+    session = Session({"bare": LocalConnection(host)}, Plan(quick=True), lambda _line: None)
+    with pytest.raises(HostProgramError, match=r"^bare: validate: torch is not importable"):
+        await session.run_program(host, Plan(quick=True).config(mode="compute"))
+    assert session.groups["bare"] == set()  # it exited: no group left to kill
