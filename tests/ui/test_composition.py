@@ -213,7 +213,7 @@ async def test_attention_thresholds_come_from_the_settings() -> None:
     assert count == 2 and "2 GPUs need attention" in summary
     lenient = make_settings(attention_hot_c=95, attention_memory_full=1.0)
     summary, count = await attention(lenient)
-    assert count == 1 and "1 GPUs need attention" in summary
+    assert count == 1 and "1 GPU needs attention" in summary
 
 
 async def test_logs_opened_from_another_screen_sit_on_the_jobs_stack(tmp_path: Path) -> None:

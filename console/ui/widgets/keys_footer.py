@@ -57,7 +57,8 @@ class KeysFooter(Footer):
         if self._bindings_ready:
             self._shown_keys = _keys_of(self.screen)
         narrow = self._narrow if self._narrow is not None else self._is_narrow()
-        self.compact = narrow
+        # Known from here on: the first resize (the same width) rebuilds nothing.
+        self._narrow = self.compact = narrow
         hidden = set()
         if narrow:
             hidden = {
