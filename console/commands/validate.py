@@ -43,6 +43,13 @@ def fraction(text: str) -> float:
     return value
 
 
+def positive(text: str) -> int:
+    value = options.whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def window_seconds(text: str) -> float:
     value = options.seconds(text)
     if value < MIN_WINDOW_S:
@@ -72,14 +79,14 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--parallel",
-        type=options.whole_number,
+        type=positive,
         default=4,
         metavar="N",
         help="hosts measured at once in the compute phase (default 4)",
     )
     parser.add_argument(
         "--threads",
-        type=options.whole_number,
+        type=positive,
         default=1,
         metavar="N",
         help="CPU threads of the CPU test (torch.set_num_threads; default 1)",
@@ -105,6 +112,13 @@ def register(sub: Any) -> None:
         metavar="S",
         help="seconds per measurement window, each figure the median of several "
         "(default 0.5; --quick 0.3)",
+    )
+    parser.add_argument(
+        "--allreduce-mb",
+        type=positive,
+        default=None,
+        metavar="N",
+        help="message size of the all-reduce tests between hosts (default 16; --quick 4)",
     )
     parser.add_argument("--no-links", action="store_true", help="skip the all-reduce between hosts")
     parser.add_argument(
@@ -132,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         thresholds=thresholds,
         timeout_s=args.timeout,
         window_s=args.window,
+        allreduce_mb=args.allreduce_mb,
     )
     started = time.monotonic()
     outcome, down = asyncio.run(_measure(hosts, plan))

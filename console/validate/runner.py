@@ -72,11 +72,14 @@ class Plan:
     thresholds: Thresholds = field(default_factory=Thresholds)
     timeout_s: float = 600.0  # one program's run on one host
     window_s: float | None = None  # None: the sizes' own (FULL / QUICK)
+    allreduce_mb: int | None = None  # None: the sizes' own
 
     def config(self, **extra: Any) -> dict[str, Any]:
         sizes = dict(QUICK if self.quick else FULL)
         if self.window_s is not None:
             sizes["window_s"] = self.window_s
+        if self.allreduce_mb is not None:
+            sizes["allreduce_mb"] = self.allreduce_mb
         return {**sizes, "threads": self.threads, **extra}
 
 

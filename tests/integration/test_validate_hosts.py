@@ -23,7 +23,7 @@ import psutil
 import pytest
 from sshd_cluster import SshdCluster, unavailable_reason
 
-pytestmark = pytest.mark.sshd
+pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 VALIDATE = (sys.executable, "-m", "console", "validate")
