@@ -67,8 +67,8 @@ def register(sub: Any) -> None:
         description="Run torch on every host: CPU fp32 matmul and memory copy per host; "
         "bf16 matmul, device copy and pinned host<->device copies per GPU; NCCL all-reduce "
         "across a host's GPUs; then a gloo all-reduce over all hosts and between ring "
-        "neighbours to find a slow host or link. A figure 25%% below the fleet median "
-        "warns, 50%% fails; GPUs are also judged against their datasheet peak. Results are "
+        "neighbours to find a slow host or link. A figure 25 percent below the fleet median "
+        "warns, 50 percent fails; GPUs are also judged against their datasheet peak. Results are "
         "kept for `distconsole health`. Exit status 0: nothing fails; 1: something fails; "
         "2: bad input; 130: interrupted.",
     )
