@@ -147,3 +147,20 @@ async def test_a_host_without_torch_fails_with_a_clear_error_and_nothing_left() 
     with pytest.raises(HostProgramError, match=r"^bare: validate: torch is not importable"):
         await session.run_program(host, Plan(quick=True).config(mode="compute"))
     assert session.groups["bare"] == set()  # it exited: no group left to kill
+
+
+def test_the_table_puts_failing_rows_first_then_the_ring_and_the_links() -> None:
+    from console.commands.validate import render
+    from console.validate.runner import Outcome
+
+    rows = judge_hosts([cpu("node0", 10), cpu("node1", 10), cpu("node2", 3)])
+    links, _ = judge_links(
+        {("node0", "node1"): 1.0, ("node1", "node2"): 1.0, ("node2", "node0"): 0.5}
+    )
+    outcome = Outcome(ring={"busbw_gbps": 0.5, "hosts": ["node0", "node1", "node2"]})
+    lines = render(rows, links, outcome).splitlines()
+    assert lines[1].startswith("node2    -  fail   CPU fp32 matmul 3 GFLOPS is 70% below")
+    assert lines[2] == "node0    -  ok     cpu_gflops=10 mem_gbps=10.0"
+    assert "all-reduce over 3 hosts: 0.5 GB/s bus bandwidth (gloo)" in lines
+    assert lines[-2] == "link node1<->node2  ok     1 GB/s"
+    assert lines[-1] == "1 fail, 0 warn, 2 ok"
