@@ -14,6 +14,8 @@ Modes (the JSON argument's ``mode``):
 - ``allreduce``: one rank of a gloo all-reduce over ``world`` hosts; rank 0 serves the
   TCPStore on a free port (printed as ``{"port": N}``), every rank binds gloo to the
   inventory address it is given.
+- ``links``: ``allreduce`` tests read from stdin one JSON line at a time, each answered
+  by ``{"result"|"error", "id"}`` (torch imported once); ends at stdin's EOF.
 
 Every figure is the median of several windows of >= ``window_s`` each: a CPU quota (cgroup
 cfs_quota_us per 100 ms period) only shows over windows much longer than its period, and a
@@ -251,7 +253,7 @@ def allreduce(torch: Any, cfg: dict[str, Any]) -> dict[str, Any]:
         store = dist.TCPStore(
             cfg["address"], 0, world, is_master=True, timeout=timeout, wait_for_workers=False
         )
-        emit({"port": store.port})
+        emit({"port": store.port, "id": cfg.get("id")})
     else:
         store = dist.TCPStore(cfg["master"], int(cfg["port"]), world, False, timeout=timeout)
     options = dist.ProcessGroupGloo._Options()
@@ -303,6 +305,21 @@ def dist_max(torch: Any) -> Any:
     return options
 
 
+def links(torch: Any, cfg: dict[str, Any]) -> None:
+    """Serve all-reduce tests read from stdin, one JSON line each (rank, world, address,
+    master, port, id), until stdin ends: torch is imported once for every link test, and
+    the console going away (EOF) ends the program."""
+    emit({"ready": True})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        test = {**cfg, **json.loads(line)}
+        try:
+            emit({"result": allreduce(torch, test), "id": test.get("id")})
+        except Exception as exc:  # this test failed; the next may run
+            emit({"error": f"{type(exc).__name__}: {exc}", "id": test.get("id")})
+
+
 def main(argv: list[str]) -> int:
     emit({"program": PROGRAM, "v": VERSION})
     cfg = json.loads(argv[1]) if len(argv) > 1 else {}
@@ -315,7 +332,9 @@ def main(argv: list[str]) -> int:
         emit({"error": f"torch is not importable with {sys.executable}: {exc}"})
         return 3
     try:
-        if cfg.get("mode") == "allreduce":
+        if cfg.get("mode") == "links":
+            links(torch, cfg)
+        elif cfg.get("mode") == "allreduce":
             emit({"result": allreduce(torch, cfg)})
         else:
             emit({"result": compute(torch, cfg)})

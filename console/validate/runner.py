@@ -21,6 +21,7 @@ from console.transport.base import HostConnection
 from console.transport.hello import check_hello
 from console.transport.ship import HostProgram, shipment
 from console.transport.streams import stderr_summary
+from console.validate.link_server import LinkServer
 from console.validate.schedule import Pair, disjoint_rounds, follow_up_pairs, ring_pairs
 from console.validate.verdicts import HostResult, Thresholds, slow_pairs
 
@@ -99,6 +100,7 @@ class Session:
         self.plan = plan
         self.progress = progress
         self.groups: dict[str, set[int]] = {}
+        self.servers: dict[str, LinkServer] = {}  # hosts' programs for the link tests
 
     async def run_program(
         self, host: Host, cfg: dict[str, Any], on_port: Callable[[int], None] | None = None
@@ -187,6 +189,21 @@ class Session:
 
         return list(await asyncio.gather(*(one(h) for h in hosts)))
 
+    async def rank(
+        self, host: Host, cfg: dict[str, Any], on_port: Callable[[int], None] | None = None
+    ) -> dict[str, Any]:
+        """One rank of an all-reduce test: on the host's link server when it has one."""
+        server = self.servers.get(host.name)
+        if server is None:
+            return await self.run_program(host, cfg, on_port)
+        try:
+            async with asyncio.timeout(self.plan.timeout_s):
+                return dict(await server.run(cfg, on_port))
+        except TimeoutError:
+            raise HostProgramError(
+                host.name, PROGRAM, f"no result within {self.plan.timeout_s:g} s"
+            ) from None
+
     async def allreduce(self, hosts: Sequence[Host]) -> dict[str, Any]:
         """One gloo all-reduce over ``hosts``: rank 0 first (it serves the TCPStore on a
         free port and says which), then the others pointed at it."""
@@ -198,7 +215,7 @@ class Session:
 
         base = self.plan.config(mode="allreduce", world=len(hosts), timeout_s=STORE_TIMEOUT_S)
         leader = asyncio.create_task(
-            self.run_program(hosts[0], {**base, "rank": 0, "address": hosts[0].address}, got_port)
+            self.rank(hosts[0], {**base, "rank": 0, "address": hosts[0].address}, got_port)
         )
         either: list[asyncio.Future[Any]] = [leader, port]
         done, _ = await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
@@ -207,7 +224,7 @@ class Session:
             return await leader  # it failed before serving: its error is the answer
         ranks = [leader] + [
             asyncio.create_task(
-                self.run_program(
+                self.rank(
                     h,
                     {
                         **base,
@@ -248,6 +265,37 @@ class Session:
         await asyncio.gather(*(one(p) for p in pairs))
 
     async def links(self, hosts: Sequence[Host], out: Outcome) -> None:
+        if len(hosts) < 2:
+            return
+        self.progress(f"starting the link tests' programs on {len(hosts)} hosts")
+        cfg = self.plan.config(mode="links", timeout_s=STORE_TIMEOUT_S)
+        started = await asyncio.gather(
+            *(
+                LinkServer.start(
+                    self.connections[h.name],
+                    program_source(),
+                    cfg,
+                    self.groups.setdefault(h.name, set()),
+                    self.plan.timeout_s,
+                )
+                for h in hosts
+            ),
+            return_exceptions=True,
+        )
+        for host, server in zip(hosts, started, strict=True):
+            if isinstance(server, LinkServer):
+                self.servers[host.name] = server
+            elif isinstance(server, Exception):
+                out.link_errors.append(f"{host.name}: {server}")
+            else:
+                raise server
+        try:
+            await self._links([h for h in hosts if h.name in self.servers], out)
+        finally:
+            await asyncio.gather(*(s.close() for s in self.servers.values()))
+            self.servers = {}
+
+    async def _links(self, hosts: Sequence[Host], out: Outcome) -> None:
         if len(hosts) < 2:
             return
         self.progress(f"all-reduce over {len(hosts)} hosts")
