@@ -41,7 +41,10 @@ from console.jobs.service import (
     PreflightSkipped,
     PreflightWarning,
     SyncStarted,
+    ValidationProgress,
+    ValidationWarning,
     make_backend,
+    refuse_validate,
 )
 from console.jobs.slurm.backend import SlurmBackend, slurm_settings
 from console.jobs.spec import JobSpec
@@ -56,6 +59,7 @@ from console.probe.health import failure_health_lines
 from console.probe.health_check import read_verdicts, read_views
 from console.transport.base import HostConnection
 from console.transport.pool import ClusterConnections
+from console.validate.preflight import quick_validation
 
 DRAIN_AFTER_END_S = 3.0  # how long output may still arrive once the job has ended
 
@@ -76,6 +80,12 @@ def add_launch_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--skip-preflight", action="store_true", help="start even if pre-flight checks fail"
+    )
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="run `validate --quick` on the job's hosts as the last pre-flight step: a fail "
+        "stops the launch, a warn is printed (ssh scheduler only)",
     )
     unhealthy = parser.add_mutually_exclusive_group()
     unhealthy.add_argument(
@@ -106,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     inventory = inventory_module.load(args.inventory)
     scheduler = launch_slurm.scheduler_of(args)
+    if getattr(args, "validate", False):
+        refuse_validate(scheduler, preflight=not args.skip_preflight)
     if scheduler == "slurm":
         login = slurm_settings(inventory).login
         return asyncio.run(launch(args, spec, inventory, (login,), scheduler=scheduler))
@@ -140,6 +152,10 @@ class LaunchPrinter:
             say("pre-flight skipped (--skip-preflight)")
         elif isinstance(event, PreflightWarning):
             say(event.line)
+        elif isinstance(event, ValidationProgress):
+            say(f"validate: {event.line}")
+        elif isinstance(event, ValidationWarning):
+            say(f"validate: WARN {event.line}")
 
     def progress(self, progress: SyncProgress) -> None:
         tenth = progress.bytes_done * 10 // progress.bytes_total if progress.bytes_total else 0
@@ -184,7 +200,13 @@ async def launch(
         service = JobService(backend, pool)
         with naming_options():
             launched = await service.launch(
-                spec, preflight=not args.skip_preflight, tree=tree, on_event=LaunchPrinter()
+                spec,
+                preflight=not args.skip_preflight,
+                validate=quick_validation(pool, inventory, args.inventory)
+                if getattr(args, "validate", False)
+                else None,
+                tree=tree,
+                on_event=LaunchPrinter(),
             )
         if isinstance(backend, SlurmBackend):
             record = await asyncio.to_thread(backend.store.find, launched.job_id)

@@ -15,7 +15,7 @@ events, which say more: a host lost, the supervisors' verdict).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from console.errors import PreflightError, UsageError
@@ -79,9 +79,33 @@ class PreflightWarning:
     line: str  # a finding's line: ``WARN [gpu-busy] node1: ...``
 
 
+@dataclass(frozen=True, slots=True)
+class ValidationVerdict:
+    """What ``launch --validate``'s quick validation found: the worst state and one line
+    per host, GPU or link that is not ok (``node2: warn: CPU limited ...``)."""
+
+    state: str  # ok | warn | fail, the health vocabulary
+    lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationProgress:
+    line: str  # ``node3: compute``, ``pair node3<->node4: 1.2 GB/s``
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationWarning:
+    line: str  # a warn of the quick validation: the launch goes on
+
+
+# The quick validation of the named hosts (console.validate sits above jobs, so the
+# caller hands it in, as it does the health check); progress lines to the callback.
+PreValidate = Callable[[tuple[str, ...], Callable[[str], None]], Awaitable[ValidationVerdict]]
+VALIDATE_SKIP = "launch without --validate to skip it (`distconsole validate` shows every figure)"
+
 LaunchEvent = (
     Phase | PlanWarning | PlanNote | SyncStarted | SyncProgress | HostSynced | PreflightSkipped
-    | PreflightWarning
+    | PreflightWarning | ValidationProgress | ValidationWarning
 )  # fmt: skip
 EventCallback = Callable[[LaunchEvent], None]
 
@@ -131,6 +155,20 @@ def preflight_warnings(error: PreflightError) -> tuple[str, ...]:
     return ()
 
 
+def refuse_validate(scheduler: str, *, preflight: bool) -> None:
+    """``--validate`` where it makes no sense: raise UsageError naming it."""
+    if scheduler != "ssh":
+        raise UsageError(
+            "--validate",
+            f"applies to --scheduler ssh: with {scheduler} the scheduler picks the nodes when "
+            "the job starts (run `distconsole validate` on the partition's hosts instead)",
+        )
+    if not preflight:
+        raise UsageError(
+            "--validate", "runs in pre-flight, which --skip-preflight skips: drop one of them"
+        )
+
+
 class JobService:
     """Launch and stop through one backend (see the module doc)."""
 
@@ -173,18 +211,38 @@ class JobService:
             on_event(PreflightWarning(line))
         return warnings
 
+    async def validate(
+        self, prepared: Prepared, check: PreValidate, on_event: EventCallback = _ignore
+    ) -> ValidationVerdict:
+        """The quick validation of the plan's hosts: a warn is told and the launch goes
+        on, a fail raises PreflightError with its reasons and the way to skip it."""
+        plan = prepared.plan
+        hosts = tuple(dict.fromkeys([*(ln.host for ln in plan.launches), *plan.hosts_involved]))
+        verdict = await check(hosts, lambda line: on_event(ValidationProgress(line)))
+        if verdict.state == "fail":
+            raise PreflightError(
+                "\n".join(["validate --quick failed:", *verdict.lines, VALIDATE_SKIP])
+            )
+        for line in verdict.lines:
+            on_event(ValidationWarning(line))
+        return verdict
+
     async def launch(
         self,
         spec: JobSpec,
         *,
         job_id: str | None = None,
         preflight: bool = True,
+        validate: PreValidate | None = None,
         tree: SyncTree | None = None,
         on_event: EventCallback = _ignore,
     ) -> Launched:
         """Plan, sync ``spec.sync`` (``tree`` when the caller scanned it already), pre-flight
-        unless told not to, then submit. Raises JobSpecError, PreflightError or JobError;
-        nothing runs when it raises. ``job_id``: the one a preview showed."""
+        unless told not to (with ``validate``: the quick validation last), then submit.
+        Raises JobSpecError, PreflightError or JobError; nothing runs when it raises.
+        ``job_id``: the one a preview showed."""
+        if validate is not None:
+            refuse_validate(self.scheduler, preflight=preflight)
         if self.scheduler != "ssh":
             tree = None
         elif tree is None:
@@ -201,6 +259,9 @@ class JobService:
         if preflight:
             on_event(Phase("pre-flight"))
             await self.preflight(prepared, on_event)
+            if validate is not None:
+                on_event(Phase("validate"))
+                await self.validate(prepared, validate, on_event)
         else:
             on_event(PreflightSkipped())
         on_event(Phase("submit"))
