@@ -36,6 +36,7 @@ class LaunchDraft:
     preflight: bool = True
     stop_on_hang: bool = False
     horovod_elastic: bool = False
+    validate: bool = False  # launch --validate: validate --quick in pre-flight
 
 
 @dataclass(eq=False)

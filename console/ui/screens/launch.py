@@ -34,6 +34,7 @@ from console.ui.screens.launch_fields import (
     PS_ONLY,
     RAY_ONLY,
     TEXT_FIELDS,
+    VALIDATE_BOX,
     form_to_spec,
     plan_problem,
     preflight_refusal,
@@ -119,6 +120,8 @@ class LaunchScreen(Screen[str | None]):
                 )
                 yield Static("", id="error-horovod_elastic", classes="field-error", markup=False)
                 yield Checkbox(PREFLIGHT_BOX, preflight, id="preflight")
+                validate = self.draft.validate if self.draft else False
+                yield Checkbox(VALIDATE_BOX, validate, id="validate")
             with VerticalScroll(id="launch-preview-box") as box:
                 box.border_title = "What every host will run"
                 yield Static("", id="launch-preview", markup=False)
@@ -164,6 +167,7 @@ class LaunchScreen(Screen[str | None]):
             stop_on_hang=values["stop_on_hang"],
             horovod_elastic=values["horovod_elastic"],
             preflight=self.query_one("#preflight", Checkbox).value,
+            validate=self.query_one("#validate", Checkbox).value,
         )
         self.services.launch_draft = self.draft
 
@@ -296,10 +300,15 @@ class LaunchScreen(Screen[str | None]):
         status.update("Launching: planning, pre-flight, starting on every host…")
         # A failed attempt may have left files under its id: the next one gets a new id.
         job_id = self._job_ids.pop(self.spec.display_name, None)
-        self._launch(self.spec, self.query_one("#preflight", Checkbox).value, job_id)
+        preflight = self.query_one("#preflight", Checkbox).value
+        # The quick validation is a pre-flight step: no pre-flight, no validation.
+        validate = preflight and self.query_one("#validate", Checkbox).value
+        self._launch(self.spec, preflight, job_id, validate)
 
     @work(exclusive=True, group="launch")
-    async def _launch(self, spec: JobSpec, preflight: bool, job_id: str | None) -> None:
+    async def _launch(
+        self, spec: JobSpec, preflight: bool, job_id: str | None, validate: bool = False
+    ) -> None:
         status = self.query_one("#launch-status", Static)
         jobs = self.services.jobs
         try:
@@ -317,6 +326,7 @@ class LaunchScreen(Screen[str | None]):
             job = await jobs.launch(
                 spec,
                 preflight=preflight,
+                validate=validate,
                 job_id=job_id,
                 on_sync=lambda p: status.update(f"Launching: sync {p.line()}"),
             )

@@ -203,12 +203,17 @@ def steps_split_hint(job: JobPlan | None) -> str:
 
 
 PREFLIGHT_BOX = "Run the pre-flight checks before starting"
+VALIDATE_BOX = "Validate the hosts in pre-flight (validate --quick: a fail stops the launch)"
 
 
 def preflight_refusal(message: str) -> str:
     """A failed pre-flight in the form's words: the checks' findings, and the form's way
     past them (its box), not the command line's option."""
     lines = [ln for ln in message.splitlines() if "--skip-preflight" not in ln]
+    if any("without --validate" in ln for ln in lines):
+        lines = [ln for ln in lines if "without --validate" not in ln]
+        lines.append(f'fix the above, or untick "{VALIDATE_BOX}" to launch without it')
+        return "Not launched: " + "\n".join(lines)
     lines.append(f'fix the above, or untick "{PREFLIGHT_BOX}" to launch anyway')
     return "Not launched: " + "\n".join(lines)
 
