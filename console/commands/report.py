@@ -36,6 +36,7 @@ from console.logs.file_steps import write_bundle_steps
 from console.probe.health import failure_health_lines
 from console.probe.health_check import read_views
 from console.transport.pool import ClusterConnections
+from console.validate.store import validated_texts
 
 
 def register(sub: Any) -> None:
@@ -74,7 +75,8 @@ async def report(inventory: Inventory, history: JobHistory, job_id: str, out: Pa
         # The hosts first: the job may be unknown here, or its state newer there.
         found, _settled = await discover(pool, inventory, history)
         record = _record(history, job_id, inventory, found.unreachable)
-        summary, bundles = await make_report(pool, record, out)
+        validated = await asyncio.to_thread(validated_texts, inventory.path)
+        summary, bundles = await make_report(pool, record, out, validated=validated)
         hardware = await job_health(pool, inventory, record)
     if hardware:
         with summary.open("a") as f:

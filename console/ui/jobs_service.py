@@ -41,6 +41,8 @@ from console.probe.health_check import read_verdicts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
 from console.ui.screens.launch_fields import step_takers
+from console.validate.preflight import quick_validation
+from console.validate.store import validated_texts
 
 # How often the hosts' job directories are read into the history (jobs_scan: one
 # short command per host, within the connection's session budget): often while the jobs
@@ -223,6 +225,7 @@ class JobsService:
         spec: JobSpec,
         *,
         preflight: bool = True,
+        validate: bool = False,
         job_id: str | None = None,
         on_sync: ProgressCallback | None = None,
         on_event: EventCallback | None = None,
@@ -242,7 +245,15 @@ class JobsService:
 
         try:
             launched = await self.service.launch(
-                spec, job_id=job_id, preflight=preflight, on_event=note
+                spec,
+                job_id=job_id,
+                preflight=preflight,
+                validate=quick_validation(
+                    self.runner.connections, self.inventory, self.inventory.path
+                )
+                if validate
+                else None,
+                on_event=note,
             )
         finally:
             started = self.runner.jobs.get(job_id)
@@ -333,7 +344,10 @@ class JobsService:
         if await asyncio.to_thread(lambda: SlurmStore(self.history.path).find(job_id)):
             summary, _bundles = await make_slurm_report(self._slurm(), record, out)
             return summary  # with Slurm's record (slurm.txt)
-        summary, _bundles = await make_report(self.runner.connections, record, out)
+        validated = await asyncio.to_thread(validated_texts, self.inventory.path)
+        summary, _bundles = await make_report(
+            self.runner.connections, record, out, validated=validated
+        )
         wall = (record.ended or time.time()) - record.started  # effective training time
         await asyncio.to_thread(write_bundle_steps, record.plan, out, wall)  # steps.csv
         return summary

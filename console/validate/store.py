@@ -106,3 +106,8 @@ def load_validated(inventory: str) -> dict[str, Validated]:
         reasons = tuple(str(x) for x in entry.get("reasons", ()) if isinstance(x, str))
         result[str(host)] = Validated(str(host), when, entry["state"], reasons)
     return result
+
+
+def validated_texts(inventory: str, now: float | None = None) -> dict[str, str]:
+    """``{host: "validated 2 h ago: ok"}`` for a job report's summary."""
+    return {host: v.ago(now) for host, v in load_validated(inventory).items()}

@@ -137,8 +137,14 @@ async def fetch_host(
 # -- the summary ---------------------------------------------------------------------
 
 
-def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None) -> list[str]:
-    """What happened, from the history row and the leader's supervisor record."""
+def summary_lines(
+    record: JobRecord,
+    supervisor: Mapping[str, Any] | None = None,
+    validated: Mapping[str, str] | None = None,
+) -> list[str]:
+    """What happened, from the history row and the leader's supervisor record;
+    ``validated``: each host's last ``validate`` (``validated 2 h ago: ok``; console.validate
+    sits above jobs, so the caller reads it)."""
     view = with_spares(record.host_view, record.plan)  # the plan names the spares
     truth = supervisor or {}
     settled = bool(view.get("settled")) or (
@@ -165,6 +171,9 @@ def summary_lines(record: JobRecord, supervisor: Mapping[str, Any] | None = None
         + (f", ended {when(record.ended)}" if record.ended else ""),
     ]
     lines += host_view_lines(view, truth)
+    if validated is not None and record.hosts:
+        told = [f"{h} {validated.get(h, 'not validated')}" for h in record.hosts]
+        lines.append("last validation: " + "; ".join(told))
     first = truth.get("first_failure") or view.get("first_failure")
     if first:
         lines.append("first failure: " + failure_block(first))
@@ -305,11 +314,13 @@ def ray_lines(bundles: Sequence[HostBundle]) -> list[str]:
     return lines
 
 
-def compose_summary(record: JobRecord, bundles: Sequence[HostBundle]) -> str:
+def compose_summary(
+    record: JobRecord, bundles: Sequence[HostBundle], validated: Mapping[str, str] | None = None
+) -> str:
     by_host = {b.host: b for b in bundles}
     leader = record.hosts[0] if record.hosts else None
     truth = by_host[leader].json("supervisor.json") if leader in by_host else None
-    lines = summary_lines(record, truth)
+    lines = summary_lines(record, truth, validated)
     captures = {
         f"{b.host}/{name[len('hang/') : -len('.json')]}": b.json(name) or {}
         for b in bundles
@@ -372,10 +383,15 @@ def _masked(name: str, data: bytes, plan: JobPlan) -> bytes:
     return masked_bytes(data, plan.notify)
 
 
-def write_bundle(record: JobRecord, bundles: Sequence[HostBundle], out: Path) -> Path:
+def write_bundle(
+    record: JobRecord,
+    bundles: Sequence[HostBundle],
+    out: Path,
+    validated: Mapping[str, str] | None = None,
+) -> Path:
     """The bundle under ``out``, private (700/600): it holds the job's env and logs."""
     private_dir(out, tighten_existing=False)  # --out may name an existing folder (".")
-    write_private(out / "summary.txt", compose_summary(record, bundles))
+    write_private(out / "summary.txt", compose_summary(record, bundles, validated))
     plan_data = masked_document(json.loads(plan_to_json(record.plan)))  # webhooks: secrets
     write_private(out / "plan.json", json.dumps(plan_data, indent=2))
     write_private(out / "timeline.txt", timeline_text(timeline(bundles)))
@@ -402,8 +418,10 @@ async def make_report(
     *,
     file_max: int = FILE_MAX,
     total_max: int = TOTAL_MAX,
+    validated: Mapping[str, str] | None = None,
 ) -> tuple[Path, list[HostBundle]]:
-    """Fetch every host's job directory at once and write the bundle to ``out``."""
+    """Fetch every host's job directory at once and write the bundle to ``out``
+    (``validated``: see :func:`summary_lines`)."""
     hosts = list(record.plan.job_dirs)
     if not hosts:
         raise JobError(f"job {record.id}: its plan names no job directory")
@@ -418,5 +436,5 @@ async def make_report(
         )
 
     bundles = list(await asyncio.gather(*(one(h) for h in hosts)))
-    summary = await asyncio.to_thread(write_bundle, record, bundles, out)
+    summary = await asyncio.to_thread(write_bundle, record, bundles, out, validated)
     return summary, bundles

@@ -26,6 +26,7 @@ from console.ui.services import Services
 from console.ui.widgets.gpu_panel import host_figures
 from console.ui.widgets.gpu_plots import GpuHistoryPlot
 from console.ui.widgets.keys_footer import KeysFooter
+from console.validate.store import Validated, load_validated
 
 GPU_COLUMNS = (
     "GPU", "Name", "Util", "Mem util", "Memory", "Temp", "Power", "Fan", "Perf",
@@ -68,6 +69,16 @@ def all_ok_line(gpus: int) -> str:
     return f"Health: {every} ok (no alert, no health event)"
 
 
+def validation_lines(validated: Validated | None, now: float) -> list[str]:
+    """``Validated 2 h ago: warn (CPU limited by a cgroup quota ...)``: the host's last
+    ``distconsole validate`` (or ``launch --validate``); nothing when never validated."""
+    if validated is None:
+        return []
+    text = validated.ago(now)
+    reasons = display.plain("; ".join(validated.reasons))
+    return [text[0].upper() + text[1:] + (f" ({reasons})" if reasons else "")]
+
+
 NOT_SAMPLED_OTHERS = "no figures: only the job's owner may sample it through srun"
 
 
@@ -95,6 +106,13 @@ class HostDetailScreen(Screen[None]):
         self.history = services.store.history
         self._clock = services.clock
         self.thresholds = Thresholds.of(services.settings)
+        self.inventory_path = services.inventory.path
+        self.validated = load_validated(self.inventory_path).get(host.name)
+
+    def reread_validation(self) -> None:
+        """Read the host's last validation again (a validate run just ended) and show it."""
+        self.validated = load_validated(self.inventory_path).get(self.host.name)
+        self.take(self.view)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -132,9 +150,11 @@ class HostDetailScreen(Screen[None]):
         gpus.clear()
         processes.clear()
         sampled = view is not None and view.live
-        slurm = slurm_lines(self.slurm.get(self.host.name, ()), sampled=sampled)
+        # Slurm's jobs on the host, then its last validation: shown with or without a sample.
+        told = slurm_lines(self.slurm.get(self.host.name, ()), sampled=sampled)
+        told += validation_lines(self.validated, self._clock())
         if view is None:
-            header.update("\n".join([f"{self.host.name}: connecting, no sample yet", *slurm]))
+            header.update("\n".join([f"{self.host.name}: connecting, no sample yet", *told]))
             return
         state = f"{self.host.name} ({display.address(self.host)}): {view.state.value}"
         if view.reason:
@@ -143,7 +163,7 @@ class HostDetailScreen(Screen[None]):
             state += f"; last seen {display.ago(view.last_seen, self._clock())}"
         sample = view.sample
         if sample is None:
-            header.update("\n".join([state, *slurm]))
+            header.update("\n".join([state, *told]))
             return
         source = sample.gpu_source
         if sample.simulated and "simulated" not in source:
@@ -151,7 +171,7 @@ class HostDetailScreen(Screen[None]):
         lines = [state, host_figures(sample), f"GPU source: {source}"]
         if sample.gpu_error:
             lines.append(sample.gpu_error)
-        lines.extend(slurm)
+        lines.extend(told)
         events = health_lines(view, self._clock()) if sample.health is not None else []
         lines.extend(events)
         health = health_of(view)
