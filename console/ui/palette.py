@@ -58,6 +58,12 @@ def palette_commands(app: PaletteApp, screen: object = None) -> Iterator[SystemC
         app.hosts_screen.action_reconnect_all,
     )
     yield SystemCommand(
+        "Validate all hosts",
+        "Measure every host that is up (validate: compute, memory, links) and keep the "
+        "verdicts for the host detail (V on the hosts screen; v: the selected host)",
+        partial(app.run_on, "hosts", app.hosts_screen.action_validate_all),
+    )
+    yield SystemCommand(
         "Stop the selected job",
         "Jobs screen: stop the job under the cursor (asks first)",
         app.stop_selected_job,

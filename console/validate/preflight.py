@@ -8,9 +8,10 @@ refused launch and a warn into a line. The verdicts are kept like ``validate``'s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 
-from console.inventory import Inventory
+from console.inventory import Host, Inventory
 from console.jobs.service import PreValidate, ValidationVerdict
 from console.validate import store
 from console.validate.runner import Connections, Plan, validate_hosts
@@ -37,6 +38,22 @@ def verdict_of(
     return ValidationVerdict(state, tuple(lines))
 
 
+async def measure_and_keep(
+    connections: Connections,
+    hosts: Sequence[Host],
+    inventory_path: str,
+    plan: Plan,
+    progress: Callable[[str], None],
+) -> tuple[list[Row], ValidationVerdict]:
+    """Validate ``hosts`` (those up), judge, keep each host's verdict for
+    ``inventory_path``; the rows and the verdict (also the hosts screen's key)."""
+    outcome = await validate_hosts(connections, hosts, plan, progress)
+    links, host_links = judge_links(outcome.pairs, plan.thresholds)
+    rows = judge_hosts(outcome.hosts, plan.thresholds, host_links)
+    await asyncio.to_thread(store.save, inventory_path, rows)
+    return rows, verdict_of(rows, links, outcome.link_errors)
+
+
 def quick_validation(
     connections: Connections, inventory: Inventory, inventory_path: str
 ) -> PreValidate:
@@ -44,12 +61,10 @@ def quick_validation(
     plan's hosts, its verdicts saved for ``inventory_path``."""
 
     async def check(names: tuple[str, ...], progress: Callable[[str], None]) -> ValidationVerdict:
-        plan = Plan(quick=True)
         hosts = inventory.select(list(names))
-        outcome = await validate_hosts(connections, hosts, plan, progress)
-        links, host_links = judge_links(outcome.pairs, plan.thresholds)
-        rows = judge_hosts(outcome.hosts, plan.thresholds, host_links)
-        store.save(inventory_path, rows)
-        return verdict_of(rows, links, outcome.link_errors)
+        _rows, verdict = await measure_and_keep(
+            connections, hosts, inventory_path, Plan(quick=True), progress
+        )
+        return verdict
 
     return check

@@ -6,16 +6,20 @@ Statuses live in the app's store; the app hands this screen the ones that change
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from console import display
-from console.inventory import Inventory
+from console.errors import ConsoleError
+from console.inventory import Host, Inventory
+from console.jobs.service import ValidationVerdict
 from console.transport.base import HostState, HostStatus
+from console.ui.feeds import HostStatusSource
 from console.ui.overview import count
 from console.ui.screens.forward import (
     FORWARD_BINDING,
@@ -26,6 +30,9 @@ from console.ui.screens.forward import (
 from console.ui.services import Services
 from console.ui.widgets.host_table import HostTable
 from console.ui.widgets.keys_footer import KeysFooter
+from console.validate.preflight import measure_and_keep
+from console.validate.runner import Plan
+from console.validate.verdicts import Row
 
 
 def insecure_warning(inventory: Inventory) -> str | None:
@@ -39,6 +46,19 @@ def insecure_warning(inventory: Inventory) -> str | None:
     )
 
 
+SEVERITY: dict[str, SeverityLevel] = {"ok": "information", "warn": "warning", "fail": "error"}
+
+
+def validation_notice(what: str, rows: Sequence[Row], verdict: ValidationVerdict) -> str:
+    """``Validated 4 hosts: warn (1 warn, 7 ok)`` and the first lines not ok."""
+    counts = Counter(r.state for r in rows)
+    said = ", ".join(f"{counts[s]} {s}" for s in ("fail", "warn", "ok") if counts[s])
+    shown = [display.plain(line) for line in verdict.lines[:3]]
+    more = len(verdict.lines) - len(shown)
+    tail = [f"and {more} more: `distconsole health` lists them"] if more > 0 else []
+    return "\n".join([f"Validated {what}: {verdict.state} ({said})", *shown, *tail])
+
+
 class HostsScreen(Screen[None]):
     """Rows change in place as batches of changed :class:`HostStatus` arrive via
     ``apply_statuses``; the summary and the detail line read the store."""
@@ -48,6 +68,10 @@ class HostsScreen(Screen[None]):
         Binding("enter", "detail", "Host detail", priority=True),
         Binding("r", "reconnect", "Reconnect"),
         Binding("R", "reconnect_all", "Reconnect all", key_display="R"),
+        # Off the footer, which is full at 120 columns (`l Launch` was cut): `?` and the
+        # palette (`:` Validate all hosts) list them.
+        Binding("v", "validate", "Validate", show=False),
+        Binding("V", "validate_all", "Validate all", key_display="V", show=False),
         FORWARD_BINDING,
     ]
 
@@ -55,6 +79,7 @@ class HostsScreen(Screen[None]):
         super().__init__(name="hosts")
         self.services = services
         self.inventory = services.inventory
+        self.validating = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -141,6 +166,58 @@ class HostsScreen(Screen[None]):
 
     def action_reconnect_all(self) -> None:
         self._reconnect(None)
+
+    def action_validate(self) -> None:
+        """`distconsole validate` on the selected host (the datasheet and quota rules:
+        a fleet median needs two hosts)."""
+        self._validate(self.table.selected_host)
+
+    def action_validate_all(self) -> None:
+        self._validate(None)
+
+    def _validate(self, name: str | None) -> None:
+        connections = self.services.connections
+        if connections is None:
+            self.notify("Not connected to any host in this view", severity="warning")
+            return
+        if self.validating:
+            self.notify("A validation is running: its verdicts come first", severity="warning")
+            return
+        up = {n for n, s in self.services.store.statuses.items() if s.is_up}
+        hosts = [h for h in self.inventory.hosts if h.name in up and name in (None, h.name)]
+        if not hosts:
+            self.notify(f"{name or 'No host'} is not up: nothing to validate", severity="warning")
+            return
+        self.validating = True
+        self.run_worker(self._run_validation(connections, hosts), group="validate")
+
+    async def _run_validation(self, connections: HostStatusSource, hosts: list[Host]) -> None:
+        what = hosts[0].name if len(hosts) == 1 else f"{len(hosts)} hosts"
+        self.notify(f"Validating {what} (torch on the hosts: a minute or more)", timeout=5)
+        try:
+            rows, verdict = await measure_and_keep(
+                connections,
+                hosts,
+                self.inventory.path,
+                Plan(),
+                self._validate_progress,
+            )
+        except ConsoleError as exc:
+            self.notify(f"Validation failed: {exc}", severity="error")
+            return
+        finally:
+            self.validating = False
+            self.sub_title = self.SUB_TITLE  # None: the app's own again
+        severity = SEVERITY.get(verdict.state, "error")
+        self.notify(validation_notice(what, rows, verdict), severity=severity, timeout=15)
+        from console.ui.screens.host_detail import HostDetailScreen
+
+        for screen in self.app.screen_stack:
+            if isinstance(screen, HostDetailScreen):
+                screen.reread_validation()
+
+    def _validate_progress(self, line: str) -> None:
+        self.sub_title = f"validate: {line}"  # the header: every screen's place for it
 
     def _reconnect(self, name: str | None) -> None:
         connections = self.services.connections
