@@ -8,16 +8,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widgets import Checkbox, Static
 from ui_fixtures import FROZEN_NOW
 
 from console import inventory as inventory_module
 from console.inventory import Host, Inventory
-from console.jobs.service import ValidationVerdict
+from console.jobs.service import ValidationProgress, ValidationVerdict, ValidationWarning
 from console.probe.models import GpuSample, HostSample, HostView
 from console.settings import make_settings
 from console.transport.base import HostState, HostStatus
@@ -114,7 +115,16 @@ async def test_the_launch_forms_validate_box_is_off_and_kept_in_the_draft(
         await pilot.press("l")
         await pilot.pause()
         assert isinstance(app.screen, LaunchScreen)
-        assert app.screen.query_one("#validate", Checkbox).value is True
+        form = app.screen
+        assert form.query_one("#validate", Checkbox).value is True
+        # The service's events while it validates: progress on the status line, a warn
+        # as a note (the launch goes on).
+        form._validation_event(ValidationProgress("node1: compute"))
+        form._validation_event(ValidationWarning("node2: warn: slow"))
+        await pilot.pause()
+        status = str(form.query_one("#launch-status", Static).render())
+        assert status == "Launching: validate node1: compute"
+        assert "validate: node2: warn: slow" in [n.message for n in app._notifications]
 
 
 def test_the_notice_counts_and_names_what_is_not_ok() -> None:
@@ -126,7 +136,9 @@ def test_the_notice_counts_and_names_what_is_not_ok() -> None:
     assert said[4] == "and 2 more: `distconsole health` lists them"
 
 
-async def test_v_and_shift_v_are_in_help_and_the_palette_and_say_why_nothing_runs(tmp_path: Path) -> None:
+async def test_v_and_shift_v_are_in_help_and_the_palette_and_say_why_nothing_runs(
+    tmp_path: Path,
+) -> None:
     app = make_app(tmp_path)  # no connections: nothing to validate with
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.press("h")
@@ -135,7 +147,7 @@ async def test_v_and_shift_v_are_in_help_and_the_palette_and_say_why_nothing_run
         # Off the footer (full at 120 columns): `?` and the palette list them.
         bound = {b.key: b.description for b in app.screen.BINDINGS if not isinstance(b, tuple)}
         assert bound["v"] == "Validate" and bound["V"] == "Validate all"
-        titles = [c.title for c in app.get_system_commands(app.screen)]
+        titles = [c.title for c in app.get_system_commands(cast(Screen[object], app.screen))]
         assert "Validate all hosts" in titles
         await pilot.press("v")
         await pilot.pause()

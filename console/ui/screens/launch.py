@@ -23,6 +23,7 @@ from console.jobs.models import JobKind, JobPlan
 from console.jobs.paths import new_job_id
 from console.jobs.plan.netpresets import NET_PRESETS
 from console.jobs.plan.planner import plan
+from console.jobs.service import LaunchEvent, ValidationProgress, ValidationWarning
 from console.jobs.spec import JobSpec
 from console.jobs.ssh.runner import FREE_PORT_KINDS as RUNNER_FREE_PORT_KINDS
 from console.jobs.sync.push import spec_in_unscanned_tree
@@ -305,6 +306,14 @@ class LaunchScreen(Screen[str | None]):
         validate = preflight and self.query_one("#validate", Checkbox).value
         self._launch(self.spec, preflight, job_id, validate)
 
+    def _validation_event(self, event: LaunchEvent) -> None:
+        """``launch --validate``'s progress on the status line, its warns as notes."""
+        if isinstance(event, ValidationProgress):
+            status = self.query_one("#launch-status", Static)
+            status.update(f"Launching: validate {event.line}")
+        elif isinstance(event, ValidationWarning):
+            self.notify(f"validate: {event.line}", severity="warning", timeout=15)
+
     @work(exclusive=True, group="launch")
     async def _launch(
         self, spec: JobSpec, preflight: bool, job_id: str | None, validate: bool = False
@@ -329,6 +338,7 @@ class LaunchScreen(Screen[str | None]):
                 validate=validate,
                 job_id=job_id,
                 on_sync=lambda p: status.update(f"Launching: sync {p.line()}"),
+                on_event=self._validation_event,
             )
         except PreflightError as exc:
             status.update(preflight_refusal(str(exc)))
