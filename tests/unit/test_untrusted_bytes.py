@@ -65,7 +65,10 @@ def test_an_odd_byte_in_a_gpu_name_is_read_and_printed_plain(tmp_path: Path) -> 
     assert view.sample is not None and view.sample.gpu_error is None, view.sample
     (gpu,) = view.sample.gpus
     assert gpu.name is not None and gpu.name.startswith("NVIDIA H200 \ufffd")
-    assert [v.state for v in host_verdicts(view)] == ["ok"]
+    # The GPU's own verdict only: the host row reads this machine's real kernel log
+    # (/dev/kmsg, as root), where test_health_kernel_xid writes a real Xid 79 earlier
+    # in the suite for a PCI address that is not this capture's.
+    assert [v.state for v in host_verdicts(view) if v.gpu is not None] == ["ok"]
     table = gpus_command.render([view])
     assert "\x1b" not in table and "\x07" not in table
     assert "GPU 0  NVIDIA H200 \ufffd" in table, table
