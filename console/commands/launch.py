@@ -50,6 +50,7 @@ from console.jobs.slurm.backend import SlurmBackend, slurm_settings
 from console.jobs.spec import JobSpec
 from console.jobs.ssh import remote_ops
 from console.jobs.ssh.runner import DEFAULT_GRACE_S, Job, JobRunner
+from console.jobs.ssh.supervision import supervised_hosts
 from console.jobs.sync.push import SyncProgress, scan_for_spec
 from console.jobs.sync.tree import SyncTree
 from console.logs.follower import FollowTarget, HostLogFollower, follow_hosts
@@ -233,6 +234,22 @@ def describe_processes(job: Job) -> str:
     return ", ".join(f"{p.host}:{p.name} (pgid {p.pgid})" for p in job.processes.values())
 
 
+def host_lost_line(plan: JobPlan, host: str | None, message: str | None) -> str:
+    """What an attached ``launch`` says when ``host`` stops answering: an elastic job
+    (--min-hosts) goes on without any host but its leader (the rendezvous and the
+    leader supervisor), whose loss ends it."""
+    said = message or f"{host}: connection lost"
+    if not plan.min_hosts:
+        return f"{said}; the other hosts' supervisors stop the job"
+    leaders = supervised_hosts(plan)
+    if leaders and host == leaders[0]:
+        return (
+            f"{said}; this ends the job: {host} holds its rendezvous and its leader "
+            "supervisor (the other hosts' supervisors stop the rest)"
+        )
+    return f"{said}; the job goes on without it while --min-hosts {plan.min_hosts} remain"
+
+
 async def watch(runner: JobRunner, job: Job, *, raw: bool = False) -> int:
     """Stream output until the job ends; Ctrl-C (or SIGTERM) stops it everywhere."""
     loop = asyncio.get_running_loop()
@@ -245,13 +262,7 @@ async def watch(runner: JobRunner, job: Job, *, raw: bool = False) -> int:
         async for event in job.events():
             if event.host_lost:
                 # The supervisors stop the rest and record the verdict: wait for it.
-                if job.plan.min_hosts:
-                    say(
-                        f"{event.message}; the job goes on without it while "
-                        f"--min-hosts {job.plan.min_hosts} remain"
-                    )
-                else:
-                    say(f"{event.message}; the other hosts' supervisors stop the job")
+                say(host_lost_line(job.plan, event.host, event.message))
             elif event.state is JobState.LOST:
                 say(event.message or "a host of the job went away")
                 lost.set()
