@@ -15,10 +15,15 @@ from console.probe.nvsmi_csv import (
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "nvidia-smi"
-# The real captures; a copy altered for a test (``-faults``: health faults set, said so in
-# SOURCES.md) is not one more capture.
-QUERY_FILES = sorted(p for p in DATA.glob("csv_*_query-gpu.csv") if "-faults" not in p.name)
-APPS_FILES = sorted(p for p in DATA.glob("csv_*_compute-apps.csv") if "-faults" not in p.name)
+# The real captures; a copy altered for a test (``-faults``: health faults set; ``-slow``:
+# a throttled, narrowed GPU; each said so in SOURCES.md) is not one more capture.
+DERIVED = ("-faults", "-slow")
+QUERY_FILES = sorted(
+    p for p in DATA.glob("csv_*_query-gpu.csv") if not any(d in p.name for d in DERIVED)
+)
+APPS_FILES = sorted(
+    p for p in DATA.glob("csv_*_compute-apps.csv") if not any(d in p.name for d in DERIVED)
+)
 GTX770_FIELDS = [
     "gpu_name",
     "utilization.gpu",
