@@ -214,10 +214,27 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
+def job_pid_alive(pid: int, job_dir: str) -> bool:
+    """``pid`` (from a pid file of the job) is alive and is still the job's: its
+    command line (``python3 JOB_DIR/supervisor.py JOB_DIR HOST``) carries the job's id,
+    the job directory's name. A host that rebooted or was killed whole leaves a stale
+    pid that another process, another user's too, may carry now (as jobs_scan checks)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read(1 << 16)
+    except OSError:
+        return True  # not ours to read (hidepid): its pid file said so, take it
+    job_id = os.path.basename(os.path.normpath(os.path.expanduser(job_dir)))
+    return bool(job_id) and job_id.encode(errors="replace") in argv
+
+
 def supervisor_record(job_dir: str, host: str | None = None) -> dict[str, Any] | None:
     """What ``host``'s supervisor last recorded, with ``alive``: None if it has none.
     A follower's files carry its host's name; the leader's (and, without ``host``, the
-    only one there) have the plain names."""
+    only one there) have the plain names. ``alive`` only when the pid is the job's
+    (:func:`job_pid_alive`)."""
     names = [supervisor_file(SUPERVISOR_PID, host, False), SUPERVISOR_PID]
     if host is None:
         with contextlib.suppress(OSError):
@@ -238,7 +255,7 @@ def supervisor_record(job_dir: str, host: str | None = None) -> dict[str, Any] |
         record = {}
     if not isinstance(record, dict):
         record = {}
-    record["alive"] = pid_text.isdigit() and pid_alive(int(pid_text))
+    record["alive"] = pid_text.isdigit() and job_pid_alive(int(pid_text), job_dir)
     return record
 
 

@@ -26,7 +26,7 @@ import base64
 import contextlib
 import json
 import os
-import select
+import selectors
 import shutil
 import signal
 import socket
@@ -56,10 +56,10 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         emit,
         exit_status,
         job_pgids,
+        job_pid_alive,
         live_processes,
         live_sessions,
         marked_pids,
-        pid_alive,
         private_job_dir,
         process_report,
         read_text,
@@ -181,12 +181,25 @@ def op_inspect(args: dict[str, Any]) -> None:
     )
 
 
+_STDIN_WAIT: list[selectors.BaseSelector] = []  # one selector for stdin, made once
+
+
 def stdin_closed(timeout: float) -> bool:
-    """Sleep up to ``timeout``; True when stdin reached EOF (the console went away)."""
-    ready, _w, _x = select.select([sys.stdin], [], [], timeout)
-    if ready:
-        return not os.read(sys.stdin.fileno(), 4096)
-    return False
+    """Sleep up to ``timeout``; True when stdin reached EOF (the console went away).
+    Waits with ``selectors`` (epoll), not ``select()``, which fails on a descriptor at
+    or above 1024. A stdin that is not open (started with it closed: no console reads
+    this), or one epoll cannot wait on (a regular file, ``/dev/null``, read at once to
+    its end), counts as closed."""
+    try:
+        fd = sys.stdin.fileno()
+        if not _STDIN_WAIT:
+            waiter = selectors.DefaultSelector()
+            waiter.register(fd, selectors.EVENT_READ)
+            _STDIN_WAIT.append(waiter)
+        ready = _STDIN_WAIT[0].select(timeout)
+        return bool(ready) and not os.read(fd, 4096)
+    except (AttributeError, ValueError, OSError):
+        return True
 
 
 def op_watch(args: dict[str, Any]) -> None:
@@ -325,7 +338,7 @@ def op_stop(args: dict[str, Any]) -> None:
     # The supervisor records the stop and leaves once the job's processes are gone.
     pid_text = read_text(os.path.join(job_dir, SUPERVISOR_PID)) or ""
     deadline = time.time() + 5
-    while pid_text.isdigit() and pid_alive(int(pid_text)) and time.time() < deadline:
+    while pid_text.isdigit() and job_pid_alive(int(pid_text), job_dir) and time.time() < deadline:
         time.sleep(0.05)
     emit(
         {
