@@ -16,21 +16,21 @@ import pytest
 
 from console.hostprogs.pace import causes
 from console.hostprogs.pace.cause_gpu import (
-    QUERY_GPU,
-    csv_rows,
-    foreign_pids,
-    gpu_words,
-    pcie_words,
-    throttle_reasons,
+    CAUSE_QUERY_GPU,
+    cause_csv_rows,
+    cause_foreign_pids,
+    cause_gpu_words,
+    cause_pcie_words,
+    cause_throttle_reasons,
 )
 from console.hostprogs.pace.cause_host import (
-    cgroup_dirs,
-    cpu_mounts,
-    load_words,
-    parse_keyed,
-    swap_words,
-    throttle_words,
-    throttled_fraction,
+    cause_cgroup_dirs,
+    cause_cpu_mounts,
+    cause_load_words,
+    cause_parse_keyed,
+    cause_swap_words,
+    cause_throttle_words,
+    cause_throttled_fraction,
 )
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -43,48 +43,54 @@ REAL = DATA / "csv_h200_query-gpu.csv"
 
 
 def test_replayed_capture_with_thermal_slowdown_and_x4_link_gives_the_cause_in_words() -> None:
-    (row,) = csv_rows(SLOW.read_text(errors="replace"))
-    words, told = gpu_words(row)
+    (row,) = cause_csv_rows(SLOW.read_text(errors="replace"))
+    words, told = cause_gpu_words(row)
     assert told
     assert words == ["GPU 0 clocks throttled: thermal slowdown", "GPU 0 PCIe link x4 of x16"]
 
 
 def test_the_real_capture_it_came_from_shows_nothing() -> None:
-    (row,) = csv_rows(REAL.read_text(errors="replace"))
-    assert gpu_words(row) == ([], True)
+    (row,) = cause_csv_rows(REAL.read_text(errors="replace"))
+    assert cause_gpu_words(row) == ([], True)
 
 
 def test_the_mask_alone_names_the_reasons_as_rank_cause_asks_for_it() -> None:
-    (full,) = csv_rows(SLOW.read_text(errors="replace"))
-    asked = [f for f in QUERY_GPU if f in full]
-    (row,) = csv_rows(", ".join(full[f] for f in asked) + "\n", asked)
-    assert throttle_reasons(row) == ["thermal slowdown"]
+    (full,) = cause_csv_rows(SLOW.read_text(errors="replace"))
+    asked = [f for f in CAUSE_QUERY_GPU if f in full]
+    (row,) = cause_csv_rows(", ".join(full[f] for f in asked) + "\n", asked)
+    assert cause_throttle_reasons(row) == ["thermal slowdown"]
     # Before R535 the mask is clocks_throttle_reasons.active (same bits).
     older = {"index": "1", "clocks_throttle_reasons.active": "0x00000000000000A4"}
-    assert throttle_reasons(older) == ["software thermal slowdown", "power brake", "power cap"]
-    assert throttle_reasons({"index": "1", "clocks_event_reasons.active": "[N/A]"}) is None
+    assert cause_throttle_reasons(older) == [
+        "software thermal slowdown",
+        "power brake",
+        "power cap",
+    ]
+    assert cause_throttle_reasons({"index": "1", "clocks_event_reasons.active": "[N/A]"}) is None
 
 
 def test_pcie_generation_counts_only_under_load_and_within_the_hosts_slot() -> None:
     base = {"pcie.link.width.current": "16", "pcie.link.width.max": "16"}
     idle = {**base, "pcie.link.gen.current": "1", "pcie.link.gen.max": "4", "utilization.gpu": "0"}
-    assert pcie_words(idle) is None  # idle links downshift (the XML captures: gen 1 at rest)
-    assert pcie_words({**idle, "utilization.gpu": "97"}) == "PCIe link gen1 of gen4 under load"
+    assert cause_pcie_words(idle) is None  # idle links downshift (the XML captures: gen 1 at rest)
+    assert (
+        cause_pcie_words({**idle, "utilization.gpu": "97"}) == "PCIe link gen1 of gen4 under load"
+    )
     # The RTX 4080 capture: a gen4 GPU whose host allows gen5 is at its best at gen4.
-    (rtx,) = csv_rows((DATA / "csv_rtx-4080-super_query-gpu.csv").read_text(errors="replace"))
-    assert pcie_words(rtx) is None
+    (rtx,) = cause_csv_rows((DATA / "csv_rtx-4080-super_query-gpu.csv").read_text(errors="replace"))
+    assert cause_pcie_words(rtx) is None
     slot = {**base, "pcie.link.gen.current": "3", "pcie.link.gen.max": "4"}
-    assert pcie_words({**slot, "pcie.link.gen.hostmax": "3", "utilization.gpu": "99"}) is None
+    assert cause_pcie_words({**slot, "pcie.link.gen.hostmax": "3", "utilization.gpu": "99"}) is None
     narrow = {**slot, "pcie.link.width.current": "4", "utilization.gpu": "0"}
-    assert pcie_words(narrow) == "PCIe link x4 of x16 (gen3 of gen4)"
+    assert cause_pcie_words(narrow) == "PCIe link x4 of x16 (gen3 of gen4)"
 
 
 def test_foreign_processes_on_the_ranks_gpu() -> None:
-    apps = csv_rows((DATA / "csv_h200_compute-apps.csv").read_text(errors="replace"))
-    (row,) = csv_rows(REAL.read_text(errors="replace"))
-    assert foreign_pids(apps, row, lambda pid: pid == 10309) == [10291, 10293]
+    apps = cause_csv_rows((DATA / "csv_h200_compute-apps.csv").read_text(errors="replace"))
+    (row,) = cause_csv_rows(REAL.read_text(errors="replace"))
+    assert cause_foreign_pids(apps, row, lambda pid: pid == 10309) == [10291, 10293]
     other_gpu = {**row, "uuid": "GPU-other", "pci.bus_id": "00000000:84:00.0"}
-    assert foreign_pids(apps, other_gpu, lambda pid: False) == []
+    assert cause_foreign_pids(apps, other_gpu, lambda pid: False) == []
 
 
 # cgroup v1 `cpu` controller text as this machine's kernel writes it, and cgroup v2's.
@@ -99,17 +105,19 @@ V2_AFTER = (
 
 
 def test_cpu_stat_throttling_v1_and_v2() -> None:
-    v1 = throttled_fraction(parse_keyed(V1_BEFORE), parse_keyed(V1_AFTER), 1.0)
+    v1 = cause_throttled_fraction(cause_parse_keyed(V1_BEFORE), cause_parse_keyed(V1_AFTER), 1.0)
     assert v1 == pytest.approx(0.74)
-    v2 = throttled_fraction(parse_keyed(V2_BEFORE), parse_keyed(V2_AFTER), 1.0)
+    v2 = cause_throttled_fraction(cause_parse_keyed(V2_BEFORE), cause_parse_keyed(V2_AFTER), 1.0)
     assert v2 == pytest.approx(0.74)
-    assert throttle_words(0.74, "/sys/fs/cgroup/cpu/x") == (
+    assert cause_throttle_words(0.74, "/sys/fs/cgroup/cpu/x") == (
         "CPU: cgroup quota throttled 74% of the time (/sys/fs/cgroup/cpu/x)"
     )
-    assert throttle_words(0.02, "/sys/fs/cgroup/cpu/x") is None
-    assert throttled_fraction({}, parse_keyed("nr_periods 4\n"), 1.0) is None
+    assert cause_throttle_words(0.02, "/sys/fs/cgroup/cpu/x") is None
+    assert cause_throttled_fraction({}, cause_parse_keyed("nr_periods 4\n"), 1.0) is None
     # Odd bytes (decoded with replacement) and odd lines are skipped, not fatal.
-    assert parse_keyed("nr_periods \ufffd\nthrottled_usec 12\ngarbage\n") == {"throttled_usec": 12}
+    assert cause_parse_keyed("nr_periods \ufffd\nthrottled_usec 12\ngarbage\n") == {
+        "throttled_usec": 12
+    }
 
 
 def test_the_ranks_cgroup_and_its_parents_from_proc_text() -> None:
@@ -118,15 +126,15 @@ def test_the_ranks_cgroup_and_its_parents_from_proc_text() -> None:
         "31 25 0:27 / /sys/fs/cgroup/cpu rw,nosuid shared:10 - cgroup cgroup rw,cpu\n"
         "32 25 0:28 / /sys/fs/cgroup/cpuacct rw,nosuid shared:11 - cgroup cgroup rw,cpuacct\n"
     )
-    mounts = cpu_mounts(mountinfo)
+    mounts = cause_cpu_mounts(mountinfo)
     assert mounts == {"v2": "/sys/fs/cgroup/unified", "v1": "/sys/fs/cgroup/cpu"}
-    dirs = cgroup_dirs("2:cpuacct:/\n1:cpu:/jobs/r0\n0::/\n", mounts)
+    dirs = cause_cgroup_dirs("2:cpuacct:/\n1:cpu:/jobs/r0\n0::/\n", mounts)
     assert dirs[:3] == [
         "/sys/fs/cgroup/cpu/jobs/r0",
         "/sys/fs/cgroup/cpu/jobs",
         "/sys/fs/cgroup/cpu",
     ]
-    pure_v2 = cgroup_dirs("0::/user.slice/job.scope\n", {"v2": "/sys/fs/cgroup"})
+    pure_v2 = cause_cgroup_dirs("0::/user.slice/job.scope\n", {"v2": "/sys/fs/cgroup"})
     assert pure_v2 == [
         "/sys/fs/cgroup/user.slice/job.scope",
         "/sys/fs/cgroup/user.slice",
@@ -136,16 +144,16 @@ def test_the_ranks_cgroup_and_its_parents_from_proc_text() -> None:
 
 def test_load_and_swapping_in_words() -> None:
     assert (
-        load_words("25.55 7.24 3.32 53/380 10646\n", 2)
+        cause_load_words("25.55 7.24 3.32 53/380 10646\n", 2)
         == "CPU: host saturated, load 25.6 on 2 cores"
     )
-    assert load_words("1.10 0.50 0.20 1/100 42\n", 2) is None
-    assert load_words("\ufffd", 2) is None
-    before = parse_keyed("nr_free_pages 1000\npswpin 100\npswpout 50\n")
-    after = parse_keyed("nr_free_pages 900\npswpin 340\npswpout 130\n")
-    assert swap_words(before, after, 2.0) == "memory: swapping 120 pages/s in, 40 out"
-    assert swap_words(before, before, 2.0) is None
-    assert swap_words({}, after, 2.0) is None
+    assert cause_load_words("1.10 0.50 0.20 1/100 42\n", 2) is None
+    assert cause_load_words("\ufffd", 2) is None
+    before = cause_parse_keyed("nr_free_pages 1000\npswpin 100\npswpout 50\n")
+    after = cause_parse_keyed("nr_free_pages 900\npswpin 340\npswpout 130\n")
+    assert cause_swap_words(before, after, 2.0) == "memory: swapping 120 pages/s in, 40 out"
+    assert cause_swap_words(before, before, 2.0) is None
+    assert cause_swap_words({}, after, 2.0) is None
 
 
 def _busy(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

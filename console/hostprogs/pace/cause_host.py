@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 
 # Throttled less of the time than this is a quota that bites now and then, not a cause.
-THROTTLED_FRACTION = 0.10
+CAUSE_THROTTLED_FRACTION = 0.10
 # A host whose 1-minute load is above this many times its cores is saturated.
-LOAD_PER_CORE = 1.5
-SWAP_PAGES_S = 1.0  # pages swapped in+out per second that count as swapping
+CAUSE_LOAD_PER_CORE = 1.5
+CAUSE_SWAP_PAGES_S = 1.0  # pages swapped in+out per second that count as swapping
 
 
-def parse_keyed(text: str) -> dict[str, int]:
+def cause_parse_keyed(text: str) -> dict[str, int]:
     """``cpu.stat``/``/proc/vmstat`` lines "name value" as a dict (odd lines skipped)."""
     out = {}
     for line in text.splitlines():
@@ -30,7 +30,7 @@ def parse_keyed(text: str) -> dict[str, int]:
     return out
 
 
-def cpu_mounts(mountinfo: str) -> dict[str, str]:
+def cause_cpu_mounts(mountinfo: str) -> dict[str, str]:
     """Where the cpu controllers are mounted: {"v1": dir, "v2": dir} (each when present),
     from ``/proc/PID/mountinfo`` (fields: ... mount-point ... - fstype source options)."""
     out: dict[str, str] = {}
@@ -47,7 +47,7 @@ def cpu_mounts(mountinfo: str) -> dict[str, str]:
     return out
 
 
-def cgroup_dirs(proc_cgroup: str, mounts: dict[str, str]) -> list[str]:
+def cause_cgroup_dirs(proc_cgroup: str, mounts: dict[str, str]) -> list[str]:
     """The cgroup directories whose ``cpu.stat`` may show the rank throttled, its own
     first, then each parent (a quota set on a parent throttles the children too)."""
     found = []
@@ -71,7 +71,7 @@ def cgroup_dirs(proc_cgroup: str, mounts: dict[str, str]) -> list[str]:
     return list(dict.fromkeys(found))  # v1 and v2 both mounted: each dir once
 
 
-def throttled_fraction(
+def cause_throttled_fraction(
     before: dict[str, int], after: dict[str, int], elapsed: float
 ) -> float | None:
     """The share of ``elapsed`` the cgroup spent throttled (0-1) between two ``cpu.stat``
@@ -88,7 +88,7 @@ def throttled_fraction(
     return None
 
 
-def quota_words(
+def cause_quota_words(
     cpu_max: str | None = None, quota_us: str | None = None, period_us: str | None = None
 ) -> str:
     """ ", quota 0.25 CPU" from v2's ``cpu.max`` ("25000 100000") or v1's
@@ -108,31 +108,31 @@ def quota_words(
     return f", quota {quota / period:.2g} CPU" if quota > 0 and period > 0 else ""
 
 
-def throttle_words(fraction: float, where: str, quota: str = "") -> str | None:
+def cause_throttle_words(fraction: float, where: str, quota: str = "") -> str | None:
     """ "CPU: cgroup quota throttled 74% of the time (/sys/fs/cgroup/cpu/x, quota 0.25
     CPU)" when the fraction counts as a cause."""
-    if fraction < THROTTLED_FRACTION:
+    if fraction < CAUSE_THROTTLED_FRACTION:
         return None
     return f"CPU: cgroup quota throttled {fraction * 100:.0f}% of the time ({where}{quota})"
 
 
-def load_words(loadavg: str, cores: int | None) -> str | None:
+def cause_load_words(loadavg: str, cores: int | None) -> str | None:
     """ "CPU: host saturated, load 25.6 on 2 cores" from ``/proc/loadavg``'s text."""
     try:
         load = float(loadavg.split()[0])
     except (ValueError, IndexError):
         return None
-    if not cores or load <= cores * LOAD_PER_CORE:
+    if not cores or load <= cores * CAUSE_LOAD_PER_CORE:
         return None
     return f"CPU: host saturated, load {load:.1f} on {cores} core{'s' if cores != 1 else ''}"
 
 
-def swap_words(before: dict[str, int], after: dict[str, int], elapsed: float) -> str | None:
+def cause_swap_words(before: dict[str, int], after: dict[str, int], elapsed: float) -> str | None:
     """ "memory: swapping 120 pages/s in, 40 out" from two ``/proc/vmstat`` readings."""
     if elapsed <= 0 or not all(k in before and k in after for k in ("pswpin", "pswpout")):
         return None
     rate_in = (after["pswpin"] - before["pswpin"]) / elapsed
     rate_out = (after["pswpout"] - before["pswpout"]) / elapsed
-    if rate_in + rate_out < SWAP_PAGES_S:
+    if rate_in + rate_out < CAUSE_SWAP_PAGES_S:
         return None
     return f"memory: swapping {rate_in:.0f} pages/s in, {rate_out:.0f} out"

@@ -17,23 +17,23 @@ import time
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
     from console.hostprogs.pace.cause_gpu import (
-        QUERY_APPS,
-        QUERY_GPU,
-        csv_rows,
-        foreign_pids,
-        gpu_row,
-        gpu_words,
-        shared_words,
+        CAUSE_QUERY_APPS,
+        CAUSE_QUERY_GPU,
+        cause_csv_rows,
+        cause_foreign_pids,
+        cause_gpu_row,
+        cause_gpu_words,
+        cause_shared_words,
     )
     from console.hostprogs.pace.cause_host import (
-        cgroup_dirs,
-        cpu_mounts,
-        load_words,
-        parse_keyed,
-        quota_words,
-        swap_words,
-        throttle_words,
-        throttled_fraction,
+        cause_cgroup_dirs,
+        cause_cpu_mounts,
+        cause_load_words,
+        cause_parse_keyed,
+        cause_quota_words,
+        cause_swap_words,
+        cause_throttle_words,
+        cause_throttled_fraction,
     )
     from console.hostprogs.sampler.health import (
         _INVALID_FIELD,
@@ -42,12 +42,12 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         run_bounded,
     )
 
-JOB_VAR = "DISTCONSOLE_JOB_ID"  # the runner sets it in every rank's environment
-NVSMI_BOUND_S = 10.0  # an nvidia-smi slower than this leaves the GPU reasons unknown
-_GUARD: list[object] = []  # one Bounded for every query: a hung nvidia-smi is not re-run
+CAUSE_JOB_VAR = "DISTCONSOLE_JOB_ID"  # the runner sets it in every rank's environment
+CAUSE_NVSMI_BOUND_S = 10.0  # an nvidia-smi slower than this leaves the GPU reasons unknown
+_CAUSE_GUARD: list[object] = []  # one Bounded for every query: a hung nvidia-smi is not re-run
 
 
-def _read(path: str) -> str | None:
+def _cause_read(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
             return handle.read(1 << 20).decode("utf-8", "replace")
@@ -55,21 +55,23 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _guard() -> Bounded:
-    if not _GUARD:
-        _GUARD.append(Bounded())
-    return _GUARD[0]  # type: ignore[return-value]
+def _cause_guard() -> Bounded:
+    if not _CAUSE_GUARD:
+        _CAUSE_GUARD.append(Bounded())
+    return _CAUSE_GUARD[0]  # type: ignore[return-value]
 
 
-def nvsmi_query(kind: str, fields: tuple[str, ...]) -> tuple[list[dict[str, str]] | None, str]:
+def cause_nvsmi_query(
+    kind: str, fields: tuple[str, ...]
+) -> tuple[list[dict[str, str]] | None, str]:
     """One bounded ``nvidia-smi --query-KIND``: (rows, "") or (None, why not). A field
     this driver refuses is asked again under its older name, or without it."""
     asked = list(fields)
     for _ in range(len(fields)):
         cmd = ["nvidia-smi", f"--query-{kind}=" + ",".join(asked), "--format=csv,noheader,nounits"]
-        status, out = run_bounded(cmd, NVSMI_BOUND_S, _guard())
+        status, out = run_bounded(cmd, CAUSE_NVSMI_BOUND_S, _cause_guard())
         if status is None:
-            return None, f"nvidia-smi not answering within {NVSMI_BOUND_S:g} s"
+            return None, f"nvidia-smi not answering within {CAUSE_NVSMI_BOUND_S:g} s"
         bad = _INVALID_FIELD.search(out)
         if status != 0 and bad and bad.group(1) in asked[1:]:
             name = bad.group(1)
@@ -79,19 +81,19 @@ def nvsmi_query(kind: str, fields: tuple[str, ...]) -> tuple[list[dict[str, str]
             continue
         if status != 0:
             return None, " ".join(out.split())[:200] or f"nvidia-smi exited {status}"
-        return csv_rows(out, asked), ""
+        return cause_csv_rows(out, asked), ""
     return None, "nvidia-smi refused every field"
 
 
-def _parent(pid: int) -> int | None:
-    text = _read(f"/proc/{pid}/stat")
+def _cause_parent(pid: int) -> int | None:
+    text = _cause_read(f"/proc/{pid}/stat")
     try:
         return int(text.rsplit(")", 1)[1].split()[1]) if text else None
     except (IndexError, ValueError):
         return None
 
 
-def job_id(pid: int, depth: int = 32) -> str | None:
+def cause_job_id(pid: int, depth: int = 32) -> str | None:
     """The distconsole job a process belongs to (its own or the nearest ancestor's
     environment); None when none says, or it is not ours to read."""
     current: int | None = pid
@@ -104,13 +106,13 @@ def job_id(pid: int, depth: int = 32) -> str | None:
         except OSError:
             return None
         for item in env:
-            if item.startswith(JOB_VAR.encode() + b"="):
+            if item.startswith(CAUSE_JOB_VAR.encode() + b"="):
                 return item.split(b"=", 1)[1].decode("utf-8", "replace") or None
-        current = _parent(current)
+        current = _cause_parent(current)
     return None
 
 
-def user_of(pid: int) -> str | None:
+def cause_user_of(pid: int) -> str | None:
     import pwd
 
     try:
@@ -123,11 +125,11 @@ def user_of(pid: int) -> str | None:
         return str(uid)
 
 
-def _is_ours(rank_pid: int):  # type: ignore[no-untyped-def]
+def _cause_is_ours(rank_pid: int):  # type: ignore[no-untyped-def]
     """Whether a GPU process belongs to the rank's job: the rank itself, the same job id,
     or (no job id on either) the same session."""
-    job = job_id(rank_pid)
-    user = user_of(rank_pid)
+    job = cause_job_id(rank_pid)
+    user = cause_user_of(rank_pid)
     try:
         session: int | None = os.getsid(rank_pid)
     except OSError:
@@ -137,8 +139,8 @@ def _is_ours(rank_pid: int):  # type: ignore[no-untyped-def]
         if pid == rank_pid:
             return True
         if job is not None:
-            return job_id(pid) == job
-        if user is not None and user_of(pid) != user:
+            return cause_job_id(pid) == job
+        if user is not None and cause_user_of(pid) != user:
             return False
         try:
             return session is not None and os.getsid(pid) == session
@@ -148,41 +150,42 @@ def _is_ours(rank_pid: int):  # type: ignore[no-untyped-def]
     return ours
 
 
-def _gpu_causes(pid: int, index: int, found: list[str], unread: list[str]) -> None:
-    rows, why = nvsmi_query("gpu", QUERY_GPU)
-    row = gpu_row(rows, index) if rows is not None else None
+def _cause_gpu_causes(pid: int, index: int, found: list[str], unread: list[str]) -> None:
+    rows, why = cause_nvsmi_query("gpu", CAUSE_QUERY_GPU)
+    row = cause_gpu_row(rows, index) if rows is not None else None
     if row is None:
         unread.append(f"GPU {index} ({why or 'not in nvidia-smi answer'})")
         return
-    words, told = gpu_words(row)
+    words, told = cause_gpu_words(row)
     found.extend(words)
     if not told:
         unread.append(f"GPU {index} clocks (not reported)")
-    apps, why = nvsmi_query("compute-apps", QUERY_APPS)
+    apps, why = cause_nvsmi_query("compute-apps", CAUSE_QUERY_APPS)
     if apps is None:
         unread.append(f"GPU {index} processes ({why})")
         return
-    others = foreign_pids(apps, row, _is_ours(pid))
+    others = cause_foreign_pids(apps, row, _cause_is_ours(pid))
     if others:
-        found.append(shared_words(index, others, {p: user_of(p) for p in others}))
+        found.append(cause_shared_words(index, others, {p: cause_user_of(p) for p in others}))
 
 
-def _counters(dirs: list[str]) -> tuple[dict[str, dict[str, int]], dict[str, int] | None]:
+def _cause_counters(dirs: list[str]) -> tuple[dict[str, dict[str, int]], dict[str, int] | None]:
     stats = {}
     for d in dirs:
-        text = _read(d + "/cpu.stat")
+        text = _cause_read(d + "/cpu.stat")
         if text is not None:
-            stats[d] = parse_keyed(text)
-    vmstat = _read("/proc/vmstat")
-    return stats, parse_keyed(vmstat) if vmstat is not None else None
+            stats[d] = cause_parse_keyed(text)
+    vmstat = _cause_read("/proc/vmstat")
+    return stats, cause_parse_keyed(vmstat) if vmstat is not None else None
 
 
-def _quota(where: str) -> str:
-    cpu_max = _read(where + "/cpu.max")
+def _cause_quota(where: str) -> str:
+    cpu_max = _cause_read(where + "/cpu.max")
     if cpu_max is not None:
-        return quota_words(cpu_max=cpu_max)
-    return quota_words(
-        quota_us=_read(where + "/cpu.cfs_quota_us"), period_us=_read(where + "/cpu.cfs_period_us")
+        return cause_quota_words(cpu_max=cpu_max)
+    return cause_quota_words(
+        quota_us=_cause_read(where + "/cpu.cfs_quota_us"),
+        period_us=_cause_read(where + "/cpu.cfs_period_us"),
     )
 
 
@@ -193,31 +196,31 @@ def rank_causes(
     on GPU ``gpu_index`` (nvidia-smi's index; None: no GPU). Takes about ``sample_s``."""
     found: list[str] = []
     unread: list[str] = []
-    proc_cgroup = _read(f"/proc/{pid}/cgroup")
-    mountinfo = _read(f"/proc/{pid}/mountinfo") or _read("/proc/self/mountinfo")
-    dirs = cgroup_dirs(proc_cgroup, cpu_mounts(mountinfo or "")) if proc_cgroup else []
+    proc_cgroup = _cause_read(f"/proc/{pid}/cgroup")
+    mountinfo = _cause_read(f"/proc/{pid}/mountinfo") or _cause_read("/proc/self/mountinfo")
+    dirs = cause_cgroup_dirs(proc_cgroup, cause_cpu_mounts(mountinfo or "")) if proc_cgroup else []
     if not dirs:
         unread.append(f"cgroup CPU quota (no cpu controller in /proc/{pid}/cgroup)")
     started = time.time()
-    before = _counters(dirs)
+    before = _cause_counters(dirs)
     if gpu_index is not None:
-        _gpu_causes(pid, gpu_index, found, unread)
+        _cause_gpu_causes(pid, gpu_index, found, unread)
     time.sleep(max(0.0, sample_s - (time.time() - started)))
-    after = _counters(dirs)
+    after = _cause_counters(dirs)
     elapsed = time.time() - started
     worst: tuple[float, str] | None = None
     for d, stat in after[0].items():
-        fraction = throttled_fraction(before[0].get(d, {}), stat, elapsed)
+        fraction = cause_throttled_fraction(before[0].get(d, {}), stat, elapsed)
         if fraction is not None and (worst is None or fraction > worst[0]):
             worst = (fraction, d)
     if worst is not None:
-        words = throttle_words(worst[0], worst[1], _quota(worst[1]))
+        words = cause_throttle_words(worst[0], worst[1], _cause_quota(worst[1]))
         if words:
             found.append(words)
     elif dirs:
         unread.append("cgroup CPU quota (cpu.stat not readable)")
-    loadavg = _read("/proc/loadavg")
-    words = load_words(loadavg, os.cpu_count()) if loadavg is not None else None
+    loadavg = _cause_read("/proc/loadavg")
+    words = cause_load_words(loadavg, os.cpu_count()) if loadavg is not None else None
     if loadavg is None:
         unread.append("host load (/proc/loadavg)")
     elif words:
@@ -225,7 +228,7 @@ def rank_causes(
     if before[1] is None or after[1] is None:
         unread.append("swapping (/proc/vmstat)")
     else:
-        words = swap_words(before[1], after[1], elapsed)
+        words = cause_swap_words(before[1], after[1], elapsed)
         if words:
             found.append(words)
     return found, unread
