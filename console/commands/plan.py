@@ -85,6 +85,7 @@ def plan_to_dict(plan: JobPlan, tree: SyncTree | None = None) -> dict[str, Any]:
         "stop_on_hang": plan.stop_on_hang,
         "notify": masked(plan.notify),
         "hosts": list(plan.hosts_involved),
+        "rendezvous_host": plan.rendezvous_host,
         "job_dirs": dict(plan.job_dirs),
         "uploads": [dataclasses.asdict(u) for u in plan.uploads],
         "warnings": list(plan.warnings),

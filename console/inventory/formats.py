@@ -126,7 +126,10 @@ def _check_spares(
     given = [h.name if h else _entry_name(e) for h, e in zip(hosts, entries, strict=True)]
     names = [n for n in given if n]
     for i, host in enumerate(hosts):
-        if host is None or not host.spare_hosts:
+        if host is None:
+            continue
+        _check_rendezvous(defaults, entries, i, host, names, found)
+        if not host.spare_hosts:
             continue
         entry = entries[i]
         own = isinstance(entry, dict) and "spare_hosts" in entry
@@ -139,6 +142,25 @@ def _check_spares(
                 _key_line(mapping, "spare_hosts", _item_line(entries, i)),
                 f"{where}.spare_hosts",
             )
+
+
+def _check_rendezvous(
+    defaults: Any, entries: list[Any], i: int, host: Host, names: list[str], found: _Problems
+) -> None:
+    """``rendezvous_host`` names another host of this inventory (a problem names the key
+    where it was written and its line)."""
+    wanted = host.rendezvous_host
+    if wanted is None:
+        return
+    entry = entries[i]
+    own = isinstance(entry, dict) and "rendezvous_host" in entry
+    mapping, where = (entry, f"hosts[{i}]") if own else (defaults, "defaults")
+    if wanted not in names:
+        found.add(
+            f"{wanted!r}: not a host of this inventory (hosts: {', '.join(names)})",
+            _key_line(mapping, "rendezvous_host", _item_line(entries, i)),
+            f"{where}.rendezvous_host",
+        )
 
 
 def _entry_name(entry: Any) -> str | None:

@@ -85,6 +85,10 @@ class Host(BaseModel):
     # --spare-hosts of a ddp job whose leader is this host when it names none (a list or
     # "a,b": other hosts of this inventory, checked in formats.py); usually in ``defaults``.
     spare_hosts: tuple[str, ...] = ()
+    # --rendezvous-host of a ddp (or Horovod elastic) job whose leader is this host when
+    # it names none: another host of this inventory (checked in formats.py) that trains
+    # nothing; usually in ``defaults``.
+    rendezvous_host: str | None = None
     tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"
@@ -229,6 +233,15 @@ class Host(BaseModel):
         if len(set(cleaned)) != len(cleaned):
             raise ValueError("a host is listed twice")
         return tuple(cleaned)
+
+    @field_validator("rendezvous_host", mode="before")
+    @classmethod
+    def _rendezvous_host(cls, value: object) -> object:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{value!r} is not a host name")
+        return _named(host_name_problem(value.strip(), "a host name"), value.strip())
 
     @field_validator("identity_file", "known_hosts")
     @classmethod

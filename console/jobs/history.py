@@ -116,6 +116,7 @@ def plan_from_json(text: str) -> JobPlan:
         stop_on_hang=bool(data.get("stop_on_hang", False)),
         max_restarts=int(data.get("max_restarts") or 0),
         min_hosts=int(data.get("min_hosts") or 0),
+        rendezvous_host=data.get("rendezvous_host"),
         notify=Notify(
             urls=tuple(data["notify"].get("urls") or ()),
             command=data["notify"].get("command"),
@@ -178,6 +179,7 @@ class JobRecord:
             "hosts_total": len(job_hosts(self.hosts, elastic)),
             "spare_hosts": list(elastic["spare_hosts"]),
             "spares_joined": joined(elastic),
+            "slow_ranks": list(view.get("slow_ranks") or ()),  # hostprogs/pace/score.py
         }
 
 

@@ -128,3 +128,6 @@ class JobPlan:
     min_hosts: int = 0
     # Facts worth a line in `plan`/`launch` that are no problem (the --net preset's env).
     notes: tuple[str, ...] = ()
+    # --rendezvous-host: trains nothing, holds the rendezvous and the leader supervisor
+    # (its launch, if any, is launches[0]); not in hosts_involved.
+    rendezvous_host: str | None = None

@@ -90,6 +90,7 @@ CLI_OPTION: dict[str, str] = {
     "min_hosts": "--min-hosts",
     "spare_hosts": "--spare-hosts",
     "horovod_elastic": "--horovod-elastic",
+    "rendezvous_host": "--rendezvous-host",
 }
 
 
@@ -158,6 +159,10 @@ class JobSpec(
     # The program uses hvd.elastic: horovod restarts through Horovod elastic
     # (console/jobs/plan/horovod_elastic.py) instead of re-running horovodrun whole.
     horovod_elastic: bool = False
+    # A host that trains nothing and holds the rendezvous and the leader supervisor, so
+    # any training host may be lost (issue 31); None: the leader host's rendezvous_host
+    # in hosts.yaml, else the first host holds them.
+    rendezvous_host: str | None = None
 
     @field_validator("program")
     @classmethod
@@ -193,6 +198,13 @@ class JobSpec(
         if len(set(cleaned)) != len(cleaned):
             raise ValueError("a name is listed twice")
         return cleaned
+
+    @field_validator("rendezvous_host")
+    @classmethod
+    def _rendezvous_host(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        return no_control_chars(value.strip(), "a host name")
 
     @field_validator("gpus_per_host")
     @classmethod

@@ -1,6 +1,6 @@
 """The cross-field rules of a job spec's recovery options: ``--max-restarts`` per kind,
 ``--min-hosts`` (ddp, or horovod under Horovod elastic), ``--horovod-elastic`` and
-``--spare-hosts``.
+``--spare-hosts`` and ``--rendezvous-host``.
 
 A mixin of :class:`~console.jobs.spec.JobSpec` (pydantic collects model validators from
 plain base classes too); the fields are declared there, their single-field checks are
@@ -32,6 +32,7 @@ class RecoveryRules:
         spare_hosts: tuple[str, ...]
         horovod_elastic: bool
         horovod_launcher: str
+        rendezvous_host: str | None
 
     @model_validator(mode="after")
     def _restarts(self) -> Any:
@@ -68,7 +69,39 @@ class RecoveryRules:
         if set(self.spare_hosts) & set(self.hosts):
             shared = ", ".join(h for h in self.spare_hosts if h in self.hosts)
             raise FieldProblem("spare_hosts", f"{shared} is already one of the job's --hosts")
+        if self.rendezvous_host is not None:
+            self._rendezvous_host_applies()
         return self
+
+    def _rendezvous_host_applies(self) -> None:
+        """--rendezvous-host: ddp (the c10d store), or horovod under Horovod elastic (its
+        driver); a host that trains nothing, so neither a job host nor a spare."""
+        name = self.rendezvous_host
+        if self.kind is JobKind.HOROVOD:
+            asked = self.env.get(HOROVOD_ELASTIC_VAR, "").strip().lower() in ("1", "true", "yes")
+            if not (self.horovod_elastic or asked):
+                raise FieldProblem(
+                    "rendezvous_host",
+                    "applies to a horovod job under Horovod elastic only (--horovod-elastic): "
+                    "plain horovodrun has no rendezvous to move",
+                )
+        elif self.kind is not JobKind.DDP:
+            raise FieldProblem(
+                "rendezvous_host",
+                "applies to --kind ddp (torchrun's c10d store) and to --kind horovod with "
+                f"--horovod-elastic, not {self.kind.value}",
+            )
+        if name in self.hosts:
+            raise FieldProblem(
+                "rendezvous_host",
+                f"{name} is one of the job's --hosts: the rendezvous host trains nothing "
+                "(leave it out of --hosts)",
+            )
+        if name in self.spare_hosts:
+            raise FieldProblem(
+                "rendezvous_host",
+                f"{name} is one of the job's --spare-hosts: the rendezvous host trains nothing",
+            )
 
     def _min_hosts_applies(self) -> None:
         """--min-hosts: ddp (torchrun's elastic membership), or horovod under Horovod

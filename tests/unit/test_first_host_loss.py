@@ -49,9 +49,8 @@ def test_an_elastic_plan_says_in_one_line_that_losing_the_first_host_ends_the_jo
     [line] = loss_notes(ddp(min_hosts=2))
     assert line.startswith("Losing n0 ends the job: it holds the rendezvous (torchrun's c10d"), line
     assert "leader supervisor" in line and "name your steadiest host first (--hosts" in line
-    # Honest: the way round that issue 31 asks for does not exist yet, and no option
-    # that does not exist is offered.
-    assert "not built yet" in line and "--rendezvous" not in line
+    # The way round issue 31 built: a rendezvous host that trains nothing.
+    assert "(--rendezvous-host HOST) so that any host may be lost" in line
     # The host named is whichever comes first, as --hosts orders them.
     [moved] = loss_notes(ddp(min_hosts=2, hosts=["n2", "n0", "n1"]))
     assert moved.startswith("Losing n2 ends the job:"), moved

@@ -150,7 +150,8 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         help="ddp: go on with the hosts left while at least M remain (torchrun --nnodes "
         "M:N); a lost host is a scale-down, the survivors resume from their checkpoint. "
         "Needs --max-restarts of at least 1; the first host (the rendezvous) must "
-        "survive (default: the leader host's min_hosts, else off)",
+        "survive unless --rendezvous-host names another (default: the leader host's "
+        "min_hosts, else off)",
     )
     parser.add_argument(
         "--spare-hosts",
@@ -158,6 +159,15 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         help="ddp with --min-hosts: hosts (not the job's) whose torchrun agent starts at "
         "launch and waits, holding no GPU work, to replace a lost host (torchrun's "
         "rendezvous takes it in: the job scales up again)",
+    )
+    parser.add_argument(
+        "--rendezvous-host",
+        metavar="HOST",
+        help="ddp (and horovod with --horovod-elastic): a host of the inventory that "
+        "trains nothing (a login node, this machine through address: local) holds the "
+        "job's rendezvous and its leader supervisor, so any training host may be lost; "
+        "ddp needs Python with torch there for the c10d store, no GPU (default: the "
+        "leader host's rendezvous_host, else the first host holds them)",
     )
     parser.add_argument(
         "--horovod-elastic",
@@ -233,6 +243,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "checkpoint_dir": getattr(args, "checkpoint_dir", None),
         "min_hosts": getattr(args, "min_hosts", None),
         "horovod_elastic": getattr(args, "horovod_elastic", None),
+        "rendezvous_host": getattr(args, "rendezvous_host", None),
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)

@@ -22,7 +22,9 @@ agent stays a participant of the last round until its keep-alive expires
 (``keep_alive_interval`` 5 s x ``keep_alive_max_attempt`` 3), then the round waits
 ``last_call_timeout`` (30 s) for more agents once M have joined: 46 s from a lost host
 to the survivors' first step here. :data:`ELASTIC_RDZV_CONF` cuts both (see its
-comment); the rendezvous endpoint is the first host's agent, so that host must survive.
+comment), and the supervisors stop the survivors' workers as soon as a host's heartbeats
+stop (hostprogs/supervisor/rounds.py) rather than let them wait in a collective for it;
+the rendezvous endpoint is the first host's agent, so that host must survive.
 
 ``--spare-hosts`` (with ``--min-hosts``) uses torch's own replacement: each spare host
 runs a torchrun agent with the same rendezvous (``--nnodes M:N``, N the job's hosts),
@@ -35,6 +37,11 @@ on a plain restart (a crashed rank) it raced the job's own agents into the next 
 one agent was always left over in the wait list, and the rounds never settled. When
 the job ends the supervisors stop a spare still waiting at its gate.
 A spare's launch has no ranks: that is how the supervisors tell it (elastic.py).
+
+``--rendezvous-host H`` (issue 31): H trains nothing and runs our store program
+(ddp_store.py) on the master port, the plan's first launch; every agent uses the c10d
+rendezvous (with or without restarts) at H with ``is_host=0``, so no agent ever hosts
+the store and any training host may be lost, the first one too.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from __future__ import annotations
 from console.errors import PlanError
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan, LogFile, RankLaunch
+from console.jobs.plan.ddp_store import rendezvous_note, store_launch, store_upload
 from console.jobs.plan.placement import (
     DEFAULT_PYTHON,
     PlacedHost,
@@ -58,18 +66,21 @@ from console.jobs.plan.placement import (
 )
 
 ROLE = "torchrun"
-# Elastic rendezvous settings (torch 2.13 dynamic_rendezvous.py names): an agent silent
-# for 5 s (1 s heartbeats, 5 missed: a loaded host still beats) is dead and leaves the
-# round; a round with at least M agents closes 3 s after the M-th joined (agents started
-# together by jobctl join within that; a late one joins the next round, torchrun then
-# restarts the group to take it in); 300 s for the first round (torch imports on a slow
-# shared filesystem) instead of 600; 10 s to close the rendezvous at the end.
+# Elastic rendezvous settings (torch 2.13 dynamic_rendezvous.py names). A lost agent stays a
+# participant of the last round until its keep-alive expires, and the survivors wait for
+# that (bench/recovery.py): 1 s heartbeats, dead after 3 missed (a loaded host's agent
+# still beats: its heartbeat is a thread of its own, and an agent taken out by mistake
+# joins the next round again). A round with at least M agents closes 2 s after the M-th
+# joined: the survivors of a loss, restarting together, join well within that; agents
+# started together by jobctl too (a late one joins the next round: torchrun restarts
+# the group to take it in). 300 s for the first round (torch imports on a slow shared
+# filesystem) instead of 600; 10 s to close the rendezvous at the end.
 ELASTIC_RDZV_CONF = (
     "join_timeout=300",
-    "last_call_timeout=3",
+    "last_call_timeout=2",
     "close_timeout=10",
     "keep_alive_interval=1",
-    "keep_alive_max_attempt=5",
+    "keep_alive_max_attempt=3",
 )
 # A spare's agent waits for its gate file (its supervisor writes it), then runs torchrun.
 SPARE_GATE = (
@@ -105,11 +116,13 @@ def rendezvous_args(
     elastic: bool = False,
     local: PlacedHost | None = None,
 ) -> tuple[str, ...]:
-    """Static (fixed node ranks) without restarts; c10d with them, tuned for losing
-    hosts when elastic (see the module doc). ``local``: the agent's host when it is
-    not ``p.hosts[node_rank]`` (a spare)."""
-    master = p.first
-    if not restarts:
+    """Static (fixed node ranks) without restarts or a rendezvous host; c10d with them,
+    tuned for losing hosts when elastic (see the module doc). ``local``: the agent's
+    host when it is not ``p.hosts[node_rank]`` (a spare)."""
+    master = p.rendezvous or p.first
+    # With a rendezvous host its store program holds the store: no agent hosts one.
+    is_host = 1 if node_rank == 0 and p.rendezvous is None else 0
+    if not restarts and p.rendezvous is None:
         return (
             "--node-rank",
             str(node_rank),
@@ -126,7 +139,7 @@ def rendezvous_args(
         "--rdzv-id",
         p.job_id,
         "--rdzv-conf",
-        ",".join((f"is_host={1 if node_rank == 0 else 0}", *(ELASTIC_RDZV_CONF * elastic))),
+        ",".join((f"is_host={is_host}", *(ELASTIC_RDZV_CONF * elastic))),
         "--local-addr",
         (local or p.hosts[node_rank]).address,
         "--max-restarts",
@@ -147,7 +160,7 @@ def plan_ddp(p: Placement) -> JobPlan:
             "world_size": world_size,
         },
     )
-    master = p.first
+    master = p.rendezvous or p.first
     restarts = max_restarts(p)
     floor = min_hosts(p, restarts)
     if p.spares and not floor:
@@ -155,7 +168,7 @@ def plan_ddp(p: Placement) -> JobPlan:
             "--spare-hosts needs --min-hosts M: a spare replaces a lost host of an elastic "
             "job (torchrun --nnodes M:N)"
         )
-    launches: list[RankLaunch] = []
+    launches: list[RankLaunch] = [store_launch(p, p.rendezvous)] if p.rendezvous else []
     first_rank = 0
     agents = [(ph, False) for ph in p.hosts] + [(ph, True) for ph in p.spares]
     for node_rank, (ph, spare) in enumerate(agents):
@@ -176,7 +189,7 @@ def plan_ddp(p: Placement) -> JobPlan:
             # With restarts, one folder per host (NAME: torchrun-N): hosts that share a
             # home share the job directory, and the supervisors count their own attempts.
             paths.torchrun_log_dir(ph.job_dir)
-            + (f"/{paths.process_name(ROLE, node_rank)}" if restarts else ""),
+            + (f"/{paths.process_name(ROLE, node_rank)}" if restarts or p.rendezvous else ""),
             "--tee",
             "3",
             *script_argv(spec.program, spec.example, ph.job_dir),
@@ -198,7 +211,7 @@ def plan_ddp(p: Placement) -> JobPlan:
                     "TORCH_FR_DUMP_TEMP_FILE": paths.flight_recorder_prefix(ph.job_dir),
                 }
             )
-        if restarts:
+        if restarts or p.rendezvous:
             # A fresh store for the workers of each round (rank 0's, a new port): the
             # agents' shared store keeps the last round's addresses, and an agent that
             # restarts for a peer's failure gives its workers the old round's prefix.
@@ -246,16 +259,23 @@ def plan_ddp(p: Placement) -> JobPlan:
         steps_dropped=dropped,
         hosts_involved=tuple(h.name for h in p.hosts),
         warnings=p.warnings,
-        uploads=example_uploads(spec, ((h.name, h.job_dir) for h in (*p.hosts, *p.spares))),
+        uploads=example_uploads(spec, ((h.name, h.job_dir) for h in (*p.hosts, *p.spares)))
+        + ((store_upload(p.rendezvous),) if p.rendezvous else ()),
         fail_fast=spec.fail_fast,
         max_restarts=restarts,
         min_hosts=floor,
-        notes=spare_notes(p) + (first_host_notes(p) if floor and nnodes > 1 else ()),
+        notes=spare_notes(p) + first_host_notes(p, floor, nnodes),
+        rendezvous_host=p.rendezvous.name if p.rendezvous else None,
     )
 
 
-def first_host_notes(p: Placement) -> tuple[str, ...]:
-    """An elastic job's one host it cannot lose (the module doc): its agent's store."""
+def first_host_notes(p: Placement, floor: int, nnodes: int) -> tuple[str, ...]:
+    """An elastic job's one host it cannot lose (the module doc): the rendezvous host,
+    else the first host (its agent's store)."""
+    if p.rendezvous is not None:
+        return (rendezvous_note(p, p.rendezvous),)
+    if not floor or nnodes < 2:
+        return ()
     return (first_host_note(p, "the rendezvous (torchrun's c10d store)"),)
 
 

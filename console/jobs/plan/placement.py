@@ -18,6 +18,7 @@ from console.jobs import paths
 from console.jobs.models import JobKind, Upload
 from console.jobs.plan.netpresets import describe as describe_preset
 from console.jobs.plan.netpresets import preset_env
+from console.jobs.plan.rendezvous import rendezvous_host, rendezvous_name
 from console.jobs.spec import JobSpec
 from console.names import JOB_ID_VAR
 
@@ -55,6 +56,8 @@ class Placement:
     warnings: tuple[str, ...]
     notes: tuple[str, ...] = ()  # JobPlan.notes
     spares: tuple[PlacedHost, ...] = ()  # ddp --spare-hosts: wait to replace a lost host
+    # --rendezvous-host: trains nothing, holds the rendezvous and the leader (issue 31).
+    rendezvous: PlacedHost | None = None
 
     @property
     def first(self) -> PlacedHost:
@@ -66,7 +69,8 @@ class Placement:
 
     @property
     def job_dirs(self) -> dict[str, str]:
-        return {h.name: h.job_dir for h in (*self.hosts, *self.spares)}
+        rdzv = (self.rendezvous,) if self.rendezvous else ()
+        return {h.name: h.job_dir for h in (*rdzv, *self.hosts, *self.spares)}
 
 
 def reachable_address(host: Host) -> str:
@@ -109,6 +113,11 @@ def select_hosts(spec: JobSpec, inventory: Inventory) -> tuple[Host, ...]:
 
 def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
     chosen = select_hosts(spec, inventory)
+    rdzv_name = rendezvous_name(spec, chosen)
+    if rdzv_name and not spec.hosts:  # all hosts (of the tags) but the rendezvous host
+        chosen = tuple(h for h in chosen if h.name != rdzv_name)
+        if not chosen:
+            raise JobSpecError("rendezvous_host", f"{rdzv_name} is the only selected host")
     wanted = spare_names(spec, chosen)
     if wanted and not spec.hosts:  # all hosts (of the tags) but the spares
         chosen = tuple(h for h in chosen if h.name not in wanted)
@@ -133,7 +142,19 @@ def place(spec: JobSpec, inventory: Inventory, job_id: str) -> Placement:
         placed_host(spec, host, job_id, warnings)
         for host in select_spares(spec, inventory, chosen, wanted)
     )
-    return Placement(spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes), spares)
+    rendezvous = None
+    if rdzv_name:
+        host = rendezvous_host(inventory, rdzv_name, chosen, (h.name for h in spares))
+        rendezvous = placed_host(spec, host, job_id, warnings)
+        remote = [p.name for p in placed if not is_loopback(p.address)]
+        if is_loopback(rendezvous.address) and remote:
+            warnings.append(
+                f"the rendezvous host {rdzv_name} is reached at {rendezvous.address}, which "
+                f"{', '.join(remote)} cannot reach; give it a network address"
+            )
+    return Placement(
+        spec, job_id, tuple(placed), port, tuple(warnings), tuple(notes), spares, rendezvous
+    )
 
 
 def placed_host(spec: JobSpec, host: Host, job_id: str, warnings: list[str]) -> PlacedHost:
@@ -334,13 +355,13 @@ FIRST_HOST_LOSS = "Losing {host} ends the job:"  # first_host_note's opening
 def first_host_note(p: Placement, holds: str) -> str:
     """An elastic job survives a lost host unless it is the first (issue 31): the plan
     says so in one line, and a failure for that host's loss repeats it (first_host_said).
-    No option moves what it holds today: the only way round is the host order."""
+    The ways round: the host order, or --rendezvous-host (rendezvous.py)."""
     first = p.first.name
     return (
         f"{FIRST_HOST_LOSS.format(host=first)} it holds {holds} and the job's leader "
         f"supervisor (any other host may be lost); name your steadiest host first "
-        f"(--hosts, the form's Hosts): a rendezvous host that trains nothing, so that any "
-        f"host may be lost, is not built yet"
+        f"(--hosts, the form's Hosts), or give the job a rendezvous host that trains "
+        f"nothing (--rendezvous-host HOST) so that any host may be lost"
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from console.errors import JobSpecError
+from console.errors import JobSpecError, PlanError
 from console.inventory import Inventory
 from console.jobs import paths
 from console.jobs.models import JobKind, JobPlan
@@ -20,6 +20,7 @@ from console.jobs.plan.mpi import plan_mpi
 from console.jobs.plan.placement import Placement, hang_hook_uploads, place
 from console.jobs.plan.ps import plan_ps
 from console.jobs.plan.ray import plan_ray
+from console.jobs.plan.rendezvous import ROLE as RENDEZVOUS_ROLE
 from console.jobs.spec import JobSpec
 from console.names import valid_job_id
 
@@ -44,6 +45,10 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
         raise JobSpecError("job_id", f"{job_id!r} is not a job id")
     placement = place(spec, inventory, job_id)
     planned = PLANNERS[spec.kind](placement)
+    if placement.rendezvous is not None and planned.rendezvous_host is None:
+        raise PlanError(
+            f"--rendezvous-host {placement.rendezvous.name}: not built for this kind yet (ddp only)"
+        )
     if placement.notes:
         planned = dataclasses.replace(planned, notes=planned.notes + placement.notes)
     names = {h.name: h for h in inventory.hosts}
@@ -56,7 +61,9 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
     # Every host of the job: an MPI rank on a host without a process of its own loads
     # the hook from its own host's job directory too.
     involved = (h for h in planned.hosts_involved if h in planned.job_dirs)
-    hosts = (*(launch.host for launch in planned.launches), *involved)
+    # Not the rendezvous host's store: no Python of the job's own runs there.
+    started = (x.host for x in planned.launches if x.role != RENDEZVOUS_ROLE)
+    hosts = (*started, *involved)
     hook = hang_hook_uploads(planned.job_dirs, hosts)
     return dataclasses.replace(
         planned,

@@ -1,6 +1,7 @@
 """The TCP ports each host of a job listens on, from its placement.
 
-DDP: the master host's torchrun holds the rendezvous store on the master port. PS: task
+DDP: the master host's torchrun holds the rendezvous store on the master port, or the
+rendezvous host's store program (``--rendezvous-host``) does. PS: task
 ``k`` listens on ``master port + k`` on its own host (console/jobs/plan/ps.py). Ray: the
 head holds the GCS, dashboard, client server and its dashboard agent; every other node
 its own dashboard agent (console/jobs/plan/ray.py). MPI/Horovod bind no port the plan
@@ -36,7 +37,8 @@ def listen_ports(p: Placement) -> dict[str, tuple[ListenPort, ...]]:
     base = p.master_port
     found: dict[str, list[ListenPort]] = {}
     if p.spec.kind is JobKind.DDP:
-        found[p.first.name] = [ListenPort(base, "master port", MASTER_PORT_HINT)]
+        holder = p.rendezvous or p.first
+        found[holder.name] = [ListenPort(base, "master port", MASTER_PORT_HINT)]
     elif p.spec.kind is JobKind.PS:
         for task, index, ph, port in ps.tasks(p):
             found.setdefault(ph.name, []).append(

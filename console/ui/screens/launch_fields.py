@@ -52,6 +52,11 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
         "ddp with min hosts: comma-separated hosts that replace a lost one (not the job's)",
     ),
     (
+        "rendezvous_host",
+        "Rendezvous host",
+        "ddp/horovod elastic: a host that trains nothing holds rendezvous + leader",
+    ),
+    (
         "checkpoint_dir",
         "Checkpoint directory",
         "DISTCONSOLE_CHECKPOINT_DIR on the hosts (default: checkpoints/ in the job's dir)",

@@ -1,0 +1,69 @@
+"""The rendezvous host's process of a ddp job (``--rendezvous-host``, issue 31): our
+store program (hostprogs/rendezvous_store.py: torch's ``TCPStore`` as the c10d
+rendezvous backend serves it) on the master port, started before the agents: the
+plan's first launch, so that its host is the job's leader everywhere that takes the
+first launch's host (supervision.supervised_hosts, history, the report).
+"""
+
+from __future__ import annotations
+
+from console.jobs import paths
+from console.jobs.models import LogFile, RankLaunch, Upload
+from console.jobs.plan.placement import PlacedHost, Placement, distconsole_env
+from console.jobs.plan.rendezvous import ROLE
+
+PROGRAM = "rendezvous_store.py"  # in console.hostprogs, uploaded to the job directory
+ROUND_FILE = "rendezvous-round.json"  # hostprogs/rendezvous_store.py ROUND_FILE
+
+
+def store_launch(p: Placement, rdzv: PlacedHost) -> RankLaunch:
+    """``python rendezvous_store.py --address A --port P --run-id JOB``: the host's Python
+    (it imports torch), in the job directory, with the job's own variables only."""
+    job_dir = rdzv.job_dir
+    argv = (
+        rdzv.host.python,
+        f"{job_dir}/{PROGRAM}",
+        "--address",
+        rdzv.address,
+        "--port",
+        str(p.master_port),
+        "--run-id",
+        p.job_id,
+        "--round-file",
+        f"{job_dir}/{ROUND_FILE}",
+    )
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        **rdzv.host.env,  # where the host's torch is found (PYTHONPATH, LD_LIBRARY_PATH)
+        **distconsole_env(p.job_id, job_dir, p.total_slots, None, None),
+    }
+    return RankLaunch(
+        host=rdzv.name,
+        role=ROLE,
+        index=0,
+        argv=argv,
+        env=env,
+        cwd=job_dir,
+        log_paths=(
+            LogFile(paths.process_stdout(job_dir, ROLE, 0), "stdout", "launcher"),
+            LogFile(paths.process_stderr(job_dir, ROLE, 0), "stderr", "launcher"),
+        ),
+    )
+
+
+def store_upload(rdzv: PlacedHost) -> Upload:
+    return Upload(
+        host=rdzv.name,
+        path=f"{rdzv.job_dir}/{PROGRAM}",
+        resource=PROGRAM,
+        package="console.hostprogs",
+    )
+
+
+def rendezvous_note(p: Placement, rdzv: PlacedHost) -> str:
+    """The plan's line in place of first_host_note: who holds what, and the one loss left."""
+    return (
+        f"rendezvous host: {rdzv.name} holds the job's rendezvous (torch's c10d store on "
+        f"port {p.master_port}) and its leader supervisor, and trains nothing: any "
+        f"training host may be lost; losing {rdzv.name} ends the job"
+    )
