@@ -5,7 +5,8 @@ A PS job gets one secret by ``--env NAME`` (the console's own value), one by
 token that sleeps after it ran. While the job's processes and that command run,
 another Unix account (``nobody``) reads every ``/proc/*/cmdline`` on the machine, every
 host's processes included: no secret. The report bundle and the job directory of the
-host that is not the leader hold no webhook secret and no notify token.
+host that is not the leader hold no webhook secret and no notify token, and the bundle
+holds no --env / --env-file value (the names, masked).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from console.jobs.report.env_masking import MASKED
 from tests.integration.test_jobs_cli import CLI, TIMEOUT_S, cli_env
 from tests.integration.test_notify import SECRET as WEBHOOK_SECRET
 from tests.integration.test_notify import Receiver
@@ -170,7 +172,14 @@ def test_no_secret_in_any_argv_nor_a_webhook_secret_in_a_bundle_or_on_a_follower
     assert made.returncode == 0, made.stderr
     assert (out / "hosts" / "node0" / "supervisor-config.json").exists()
     assert list((out / "hosts" / "node1").glob("job.json"))
-    assert files_holding(out, WEBHOOK_SECRET, NOTIFY_SECRET) == []
+    # Nor the --env / --env-file values: the wrappers keep the names, masked.
+    assert files_holding(out, WEBHOOK_SECRET, NOTIFY_SECRET, OWN_SECRET, FILE_SECRET) == []
+    wrappers = [p.read_text() for p in out.glob("hosts/*/*-*.sh")]
+    assert len(wrappers) == 3, wrappers  # ps-0, worker-0, worker-1
+    for wrapper in wrappers:
+        assert (
+            f"export OWN_TOKEN='{MASKED}'" in wrapper and f"export FILE_TOKEN='{MASKED}'" in wrapper
+        )
     # The host that is not the leader never got the webhook nor the command.
     assert files_holding(follower, WEBHOOK_SECRET, NOTIFY_SECRET) == []
     config = json.loads((out / "hosts" / "node0" / "supervisor-config.json").read_text())

@@ -39,6 +39,8 @@ from console.jobs.models import JobPlan
 from console.jobs.notify import masked_bytes, masked_document
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.discover import failure_text
+from console.jobs.report.env_masking import EnvSecrets, env_secrets, masked_env_bytes
+from console.jobs.report.env_masking import masked_env_document as masked_env
 from console.jobs.report.membership import membership_lines, spare_notes, when
 from console.jobs.report.settle import FINAL
 from console.jobs.report.timeline import timeline, timeline_text
@@ -372,15 +374,17 @@ def _safe(relpath: str) -> PurePosixPath | None:
     return path
 
 
-def _masked(name: str, data: bytes, plan: JobPlan) -> bytes:
+def _masked(name: str, data: bytes, plan: JobPlan, secrets: EnvSecrets) -> bytes:
     """A host's file as the bundle keeps it: no webhook URL nor notify command in clear
-    (the documents that carry them masked field by field, every file by the plan's URLs)."""
+    (the documents that carry them masked field by field, every file by the plan's URLs),
+    nor the job's --env values (``report/env_masking.py``: wrappers and documents)."""
     base = PurePosixPath(name).name
     if base == "job.json" or base.startswith("supervisor-config"):
         # Not JSON: the plan's URLs are still replaced below.
         with contextlib.suppress(ValueError, RecursionError):
-            data = json.dumps(masked_document(json.loads(data))).encode()
-    return masked_bytes(data, plan.notify)
+            doc = masked_env(masked_document(json.loads(data)), secrets)
+            data = json.dumps(doc).encode()
+    return masked_bytes(masked_env_bytes(name, data, secrets), plan.notify)
 
 
 def write_bundle(
@@ -392,7 +396,9 @@ def write_bundle(
     """The bundle under ``out``, private (700/600): it holds the job's env and logs."""
     private_dir(out, tighten_existing=False)  # --out may name an existing folder (".")
     write_private(out / "summary.txt", compose_summary(record, bundles, validated))
-    plan_data = masked_document(json.loads(plan_to_json(record.plan)))  # webhooks: secrets
+    secrets = env_secrets(record.plan, (b.json("job.json") for b in bundles))
+    # Webhooks and --env values: secrets.
+    plan_data = masked_env(masked_document(json.loads(plan_to_json(record.plan))), secrets)
     write_private(out / "plan.json", json.dumps(plan_data, indent=2))
     write_private(out / "timeline.txt", timeline_text(timeline(bundles)))
     for bundle in bundles:
@@ -405,7 +411,7 @@ def write_bundle(
             folder = base
             for part in relative.parts[:-1]:
                 folder = private_dir(folder / part)
-            write_private(folder / relative.parts[-1], _masked(name, data, record.plan))
+            write_private(folder / relative.parts[-1], _masked(name, data, record.plan, secrets))
         if bundle.manifest:
             write_private(base / job_pack.MANIFEST, json.dumps(bundle.manifest, indent=2))
     return out / "summary.txt"
