@@ -24,6 +24,7 @@ from console.jobs.history import JobHistory, JobRecord
 from console.jobs.membership import membership
 from console.jobs.models import JobState
 from console.jobs.report.discover import discover
+from console.jobs.report.slow_ranks import slow_mark, slow_ranks, slow_words
 from console.jobs.service import JobService, make_backend
 from console.transport.pool import ClusterConnections
 
@@ -117,14 +118,17 @@ COLUMNS = ("ID", "NAME", "KIND", "STATE", "STARTED", "HOSTS")
 
 
 def state_text(record: JobRecord) -> str:
-    """The state, with the supervisors' marks: ``running (hung)``, ``succeeded · restart 1``."""
+    """The state, with the supervisors' marks: ``running (hung)``, ``succeeded · restart 1``,
+    ``running · slow: rank 2``."""
     view = record.host_view or {}
     restarts = view.get("restarts")
+    running = record.state is JobState.RUNNING  # a finished job's last slow ranks are history
     return (
         record.state.value
         + (" (hung)" if view.get("hung") else "")
         + (f" · restart {restarts}" if isinstance(restarts, int) and restarts > 0 else "")
         + (f" · {hosts}" if (hosts := membership(record.hosts, view)) else "")
+        + (f" · {mark}" if running and (mark := slow_mark(slow_ranks(view))) else "")
     )
 
 
@@ -160,4 +164,9 @@ def render(records: Sequence[JobRecord]) -> str:
     for r in records:
         if r.failure and r.state is JobState.FAILED:
             lines.append(f"{plain(r.id)}: {plain(r.failure.splitlines()[0])}")
+        if r.state is JobState.RUNNING:
+            # The cause comes from the hosts: plain() as for the names above.
+            lines += [
+                f"{plain(r.id)}: slow {plain(slow_words(s))}" for s in slow_ranks(r.host_view)
+            ]
     return "\n".join(lines) + "\n"

@@ -193,6 +193,7 @@ class DistConsoleApp(App[int]):
         changed = self.store.apply_jobs(rows)
         if changed:
             self.jobs_screen.apply_rows(changed)
+            self.cluster_screen.apply_slow()  # the GPU panels mark a slow rank's host
 
     def apply_slurm(self, occupancy: Mapping[str, tuple[SlurmJobOnNode, ...]]) -> None:
         changed = self.store.apply_slurm(occupancy)

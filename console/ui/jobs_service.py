@@ -15,7 +15,7 @@ import functools
 import shlex
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from console.jobs.models import JobPlan, JobState
 from console.jobs.paths import new_job_id
 from console.jobs.report.bundle import host_view_lines, make_report
 from console.jobs.report.discover import discover
+from console.jobs.report.slow_ranks import SlowRank, slow_mark, slow_ranks, slow_words
 from console.jobs.service import EventCallback, JobService, LaunchEvent
 from console.jobs.slurm.backend import SlurmBackend
 from console.jobs.slurm.report import make_slurm_report
@@ -76,14 +77,17 @@ class JobRow:
     notes: tuple[str, ...] = ()
     restarts: int = 0  # --max-restarts: restarts so far (the leader's supervisor's count)
     membership: str = ""  # "2 of 3 hosts" after a scale-down (--min-hosts)
+    slow_ranks: tuple[SlowRank, ...] = ()  # the leader's slow ranks now (issue 32)
 
     @property
     def state_text(self) -> str:
-        """``running``, or ``running · restart 2`` once the job restarted."""
+        """``running``, or ``running · restart 2`` once the job restarted, ``running ·
+        slow: rank 2`` while a rank holds it back."""
         return (
             self.state.value
             + (f" · restart {self.restarts}" if self.restarts else "")
             + (f" · {self.membership}" if self.membership else "")
+            + (f" · {slow_mark(list(self.slow_ranks))}" if self.slow_ranks else "")
         )
 
     def duration(self, now: float) -> float:
@@ -124,13 +128,24 @@ def screen_notes(view: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def row_of_summary(summary: JobSummary) -> JobRow:
-    notes = screen_notes(summary.host_view or {})
+    # A finished job's last slow ranks are the report's (its slow periods), not a mark.
+    slow = tuple(slow_ranks(summary.host_view)) if summary.state is JobState.RUNNING else ()
+    notes = screen_notes(summary.host_view or {}) + tuple(f"slow {slow_words(s)}" for s in slow)
     return JobRow(
         summary.id, summary.name, summary.kind.value, summary.state, summary.started,
         summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,
         int((summary.host_view or {}).get("restarts") or 0),
-        membership(summary.hosts, summary.host_view),
+        membership(summary.hosts, summary.host_view), slow,
     )  # fmt: skip
+
+
+def with_pace(row: JobRow, read: JobRow | None) -> JobRow:
+    """A live job's row with the slow ranks its hosts' last read (``read``: its history
+    row) gave: the console's own runner does not score ranks, the leader does."""
+    if read is None or not read.slow_ranks or row.state is not JobState.RUNNING:
+        return row
+    notes = row.notes + tuple(n for n in read.notes if n.startswith("slow "))
+    return replace(row, slow_ranks=read.slow_ranks, notes=notes)
 
 
 def plan_preview(
@@ -215,6 +230,7 @@ class JobsService:
         self.backend = SshBackend(self.runner, health=functools.partial(read_verdicts, connections))
         self.service = JobService(self.backend, connections)
         self._changed: asyncio.Queue[JobRow] = asyncio.Queue()
+        self._read_rows: dict[str, JobRow] = {}  # each job's last history row (its slow ranks)
         self._following: dict[str, asyncio.Task[None]] = {}
         self._discovering: asyncio.Task[None] | None = None
         self._jobs_in_view = False
@@ -365,7 +381,7 @@ class JobsService:
 
     async def _follow_events(self, job: Job) -> None:
         async for _event in job.events():
-            self._changed.put_nowait(row_of_job(job))
+            self._changed.put_nowait(with_pace(row_of_job(job), self._read_rows.get(job.id)))
 
     async def history_rows(self) -> list[JobRow]:
         """Every job of this inventory in the history, read in a thread (SQLite blocks)."""
@@ -390,8 +406,9 @@ class JobsService:
         while True:
             if loop.time() >= next_read:
                 live = self.runner.jobs
-                rows = [r for r in await self.history_rows() if r.id not in live]
-                rows += [row_of_job(job) for job in live.values()]
+                self._read_rows = {r.id: r for r in await self.history_rows()}
+                rows = [r for r in self._read_rows.values() if r.id not in live]
+                rows += [with_pace(row_of_job(j), self._read_rows.get(j.id)) for j in live.values()]
                 next_read = loop.time() + self.settings.history_refresh_s
             else:
                 rows = []

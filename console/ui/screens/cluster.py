@@ -39,6 +39,7 @@ from console.ui.widgets.gpu_grid import GpuGrid
 from console.ui.widgets.gpu_grid_paint import jobs_text, legend
 from console.ui.widgets.gpu_panel import HostPanel, short_gpu_name
 from console.ui.widgets.keys_footer import KeysFooter
+from console.ui.widgets.slow_marks import HostSlow, slow_by_host
 
 # From this many hosts on the screen opens on the dense view (v switches).
 DENSE_FROM_HOSTS = 17
@@ -109,10 +110,21 @@ class ClusterScreen(ClusterNav):
         yield Static("", id="grid-legend")
         yield KeysFooter()
 
+    def _slow_marks(self) -> dict[str, tuple[HostSlow, ...]]:
+        return slow_by_host((r.id, r.slow_ranks) for r in self.services.store.jobs.values())
+
+    def apply_slow(self) -> None:
+        """The jobs' slow ranks (the store's rows, issue 32) marked on their hosts' panels."""
+        marks = self._slow_marks()
+        for name, panel in self._panels.items():
+            panel.set_slow(marks.get(name, ()))
+
     def _make_panels(self, hosts: Iterable[Host] | None = None) -> list[HostPanel]:
         made = []
+        marks = self._slow_marks()
         for host in self.hosts if hosts is None else hosts:
             panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
+            panel.slow = marks.get(host.name, ())
             panel.attention_only = self.attention_only
             panel.display = self._host_visible(host)
             self._panels[host.name] = panel

@@ -10,6 +10,7 @@ from typing import Protocol, TypeVar
 from textual.widget import Widget
 
 from console.jobs.models import JobPlan
+from console.jobs.report.slow_ranks import slow_header
 from console.logs.buffer import LogStore
 from console.logs.curves import CurveStore
 from console.logs.file_steps import STEP_HINTS
@@ -100,6 +101,12 @@ class LogsPanels:
         row = screen.services.store.jobs.get(screen.plan.job_id)
         return row.membership if row is not None else ""
 
+    def slow(self) -> str:
+        """The slow ranks' mark (the leader's score, via the jobs store's row), else ``""``."""
+        screen = self.screen
+        row = screen.services.store.jobs.get(screen.plan.job_id)
+        return slow_header(list(row.slow_ranks)) if row is not None else ""
+
     def summary(self) -> None:
         screen = self.screen
         if not screen.query("#logs-summary"):
@@ -119,5 +126,6 @@ class LogsPanels:
             ended=self.ended(),
             restarts=self.restarts(),
             membership=self.membership(),
+            slow=self.slow(),
         )
         screen.query_one("#logs-summary", LogsSummary).say(parts)

@@ -50,6 +50,7 @@ from console.ui.widgets.gpu_text import (
     spark_text,
     sparkline,
 )
+from console.ui.widgets.slow_marks import HostSlow, gpu_slow_ranks, marked_gpu_line, slow_line
 
 MAX_PROCESS_LINES = 4
 
@@ -102,6 +103,7 @@ class HostPanel(Widget, can_focus=True):
         self._strips: dict[int, tuple[Text, int, VisualStyle, Strip]] = {}
         # index -> (sample, sparkline, theme name, line): the line is reused while all match.
         self._rows: dict[int, tuple[GpuSample, str, str, Text, object]] = {}
+        self.slow: tuple[HostSlow, ...] = ()  # the slow ranks on this host (set_slow)
         self.border_title = host.name
 
     # -- data in -------------------------------------------------------------------------
@@ -156,6 +158,14 @@ class HostPanel(Widget, can_focus=True):
         self.status = status
         if self.view is None or self.view.sample is None:
             self.watch_view(self.view)
+            self.refresh()
+
+    def set_slow(self, marks: tuple[HostSlow, ...]) -> None:
+        """The slow ranks on this host (their jobs' leaders scored them): marked on the
+        host and on the GPUs their processes run on."""
+        if marks != self.slow:
+            self.slow = marks
+            self._check_height()
             self.refresh()
 
     # -- columns -------------------------------------------------------------------------
@@ -215,7 +225,7 @@ class HostPanel(Widget, can_focus=True):
             return 1
         gpus = view.sample.gpus
         shown = self._shown(gpus)
-        count = 1 + len(shown) + (0 if gpus else 1) + (None in health_of(view))
+        count = 1 + len(shown) + (0 if gpus else 1) + (None in health_of(view)) + bool(self.slow)
         if self.attention_only and gpus and not shown:
             count += 1
         processes = sum(len(g.processes) for g in shown)
@@ -259,7 +269,7 @@ class HostPanel(Widget, can_focus=True):
         if self.view is None or self.view.sample is None:
             # Says how long the host has been in its state: new each paint, never kept.
             return self._make_lines(theme)
-        key = (self.view, self.attention_only, theme.name, self.columns)
+        key = (self.view, self.attention_only, theme.name, self.columns, self.slow)
         if self._lines is None or self._lines[0] != key:
             self._lines = (key, self._make_lines(theme))
         return self._lines[1]
@@ -274,11 +284,16 @@ class HostPanel(Widget, can_focus=True):
         host_health = self._host_health()
         if host_health is not None:
             lines.append(host_health)
+        slow_style = f"bold {theme.warning or ''}"
+        if self.slow:
+            lines.append(slow_line(self.slow, slow_style))
         gpus = sample.gpus
         if not gpus:
             lines.append(line_of(one_line(sample.gpu_error or "no NVIDIA GPU"), "dim italic"))
         shown = self._shown(gpus)
-        lines.extend(self._cached_gpu_line(gpu, theme) for gpu in shown)
+        for gpu in shown:
+            line, ranks = self._cached_gpu_line(gpu, theme), gpu_slow_ranks(gpu, self.slow)
+            lines.append(marked_gpu_line(line, ranks, slow_style) if ranks else line)
         if self.attention_only and gpus and not shown:
             lines.append(line_of("no GPU needs attention", "dim italic"))
         lines.extend(self._process_lines(shown))

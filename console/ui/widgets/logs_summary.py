@@ -28,9 +28,11 @@ def summary_parts(
     ended: str | None = None,
     restarts: int = 0,
     membership: str = "",
+    slow: str = "",
 ) -> list[str]:
     """What the summary says, in order; ``filter_context`` is None outside filter mode;
-    ``ended``: the state of a job that has ended (nothing more to follow, no stalls)."""
+    ``ended``: the state of a job that has ended (nothing more to follow, no stalls);
+    ``slow``: the slow ranks' mark (the leader's score, issue 32)."""
     parts = [
         f"job {job_id}",
         f"{received} lines",
@@ -48,6 +50,8 @@ def summary_parts(
             parts.append(f"slowest {rank_label(progress.slowest)} -{progress.slowest_lag}")
     if stalled and not ended:
         parts.append("STALLED: " + ", ".join(rank_label(k) for k in stalled))
+    if slow and not ended:
+        parts.append(slow)
     if ranks is not None:
         parts.append("ranks " + ",".join(rank_label(k) for k in ranks))
     if search is not None:
