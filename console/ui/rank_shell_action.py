@@ -31,7 +31,13 @@ from textual.screen import Screen
 
 from console.errors import ConsoleError
 from console.jobs.models import JobPlan
-from console.jobs.ssh.rank_shell import ShellTarget, rank_place, rank_shell_argv, shell_targets
+from console.jobs.ssh.rank_shell import (
+    ShellCommand,
+    ShellTarget,
+    rank_place,
+    rank_shell_command,
+    shell_targets,
+)
 from console.transport.base import HostState
 from console.ui.screens.choose_rank import ChooseRank, target_label
 from console.ui.services import Services
@@ -47,17 +53,30 @@ class ShellResult:
     ssh_errors: str = ""  # what ssh itself said (its -E log), shown when it failed
 
 
-ShellRunner = Callable[[App[Any], Sequence[str]], ShellResult]
+ShellRunner = Callable[[App[Any], ShellCommand], ShellResult]
 
 
-def run_suspended(app: App[Any], argv: Sequence[str]) -> ShellResult:
-    """Run ``argv`` on the terminal the app gives up meanwhile; ssh's own messages go to
-    a temporary file (``-E``) so that they can be shown once the console is back."""
+def run_suspended(app: App[Any], command: ShellCommand) -> ShellResult:
+    """Write the rank's env file on the host (its values on ssh's stdin, never in an
+    argv), then run the shell on the terminal the app gives up meanwhile; ssh's own
+    messages go to a temporary file (``-E``) so that they can be shown once the console
+    is back. The upload runs there too: ssh may ask for a passphrase."""
     fd, log = tempfile.mkstemp(prefix="distconsole-ssh-", suffix=".log")
     os.close(fd)
     try:
         with app.suspend():
-            done = subprocess.run(with_error_log(argv, log), check=False)
+            sent = subprocess.run(
+                with_error_log(command.upload, log),
+                input=command.env_script,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+            if sent.returncode != 0:
+                said = Path(log).read_text(errors="replace") + sent.stderr.decode(errors="replace")
+                why = said.strip() or f"writing {command.env_file} there ended {sent.returncode}"
+                return ShellResult(SSH_FAILED, why)
+            done = subprocess.run(with_error_log(command.argv, log), check=False)
         return ShellResult(done.returncode, Path(log).read_text(errors="replace").strip())
     finally:
         Path(log).unlink(missing_ok=True)
@@ -113,16 +132,17 @@ class RankShell:
             if problem is not None:
                 notify(f"No shell on {place.host}: {problem}", severity="error", timeout=15)
                 return
-            argv = rank_shell_argv(self.services.inventory, plan, target)
+            command = rank_shell_command(self.services.inventory, plan, target)
         except ConsoleError as exc:
             notify(f"No shell: {exc}", severity="error", timeout=15)
             return
         what = f"{target_label(target)} of {plan.job_id}" if target is not None else plan.job_id
         try:
-            result = self.runner(self.screen.app, argv)
+            result = self.runner(self.screen.app, command)
         except SuspendNotSupported:
             notify(
-                f"This terminal cannot hand itself over; run it yourself:\n{shlex.join(argv)}",
+                "This terminal cannot hand itself over; run it yourself (without the job's "
+                f"environment):\n{shlex.join(command.argv)}",
                 severity="error",
                 timeout=30,
             )

@@ -8,7 +8,6 @@ runner's answer to a terminal that cannot be handed over."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,12 @@ from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.plan.planner import plan
 from console.jobs.spec import make_spec
-from console.jobs.ssh.rank_shell import rank_shell_argv, shell_targets
+from console.jobs.ssh.rank_shell import (
+    ShellCommand,
+    rank_shell_argv,
+    rank_shell_command,
+    shell_targets,
+)
 from console.transport.base import HostState, HostStatus
 from console.transport.pool import ClusterConnections
 from console.ui.app import DistConsoleApp
@@ -56,10 +60,12 @@ class Recorder:
 
     def __init__(self, result: ShellResult | None = None) -> None:
         self.argvs: list[list[str]] = []
+        self.commands: list[ShellCommand] = []
         self.result = result or ShellResult(0)
 
-    def __call__(self, app: App[Any], argv: Sequence[str]) -> ShellResult:
-        self.argvs.append(list(argv))
+    def __call__(self, app: App[Any], command: ShellCommand) -> ShellResult:
+        self.argvs.append(list(command.argv))
+        self.commands.append(command)
         return self.result
 
 
@@ -168,7 +174,12 @@ async def test_jobs_screen_hands_over_the_argv_rank_shell_builds(tmp_path: Path)
         assert runner.argvs == [rank_shell_argv(INVENTORY, stored_plan(tmp_path), 2)]
         argv = runner.argvs[0]
         assert argv[argv.index("--") + 1] == "10.0.0.11" and argv[argv.index("-l") + 1] == "bob"
-        assert "DISTCONSOLE_RANK=2" in argv[-1] and "LR=0.1" in argv[-1]
+        # The rank's env goes on the upload's stdin, never in the shell's argv.
+        sent = runner.commands[0].env_script.decode()
+        assert "DISTCONSOLE_RANK=2" in sent and "LR=0.1" in sent
+        assert "LR=0.1" not in " ".join(argv) and "LR=0.1" not in " ".join(
+            runner.commands[0].upload
+        )
         assert isinstance(app.screen, JobsScreen)
         assert any("Back from the shell on node1 (rank 2 of mpi-shell)" in n for n in notes(app))
 
@@ -278,5 +289,5 @@ def test_the_chooser_offers_every_rank_else_every_task_on_its_host() -> None:
     one = plan(make_spec(kind="ddp", program="t.py", hosts=("node1",)), INVENTORY, job_id="d")
     assert shell_targets(one) == [(0, "node1"), (1, "node1")]
     # The job's ~/ paths as its wrapper exports them: expanded on the host.
-    command = rank_shell_argv(INVENTORY, one, 1)[-1]
+    command = rank_shell_command(INVENTORY, one, 1).env_script.decode()
     assert 'export DISTCONSOLE_HANG_HOOK="$HOME"/distconsole/' in command

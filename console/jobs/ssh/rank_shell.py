@@ -8,6 +8,12 @@ identity file and ProxyJump. A host with ``insecure_host_keys`` is refused: an
 interactive shell is not where to stop checking. On the host the shell runs the host's
 setup line, enters the job's working directory and exports the rank's variables from
 the plan (the launcher's environment for MPI/Horovod ranks, with ``DISTCONSOLE_RANK``).
+
+The variables (the job's ``--env`` secrets among them) never travel in a command line,
+which every user of both machines reads in ``/proc/*/cmdline`` while the shell is open:
+a first ``ssh`` (no terminal) writes them from its stdin into a 0600 file in the job's
+directory on the host (``shell-TARGET.env.secret``: never packed into a report), which
+the shell's ``ssh -t`` sources (:class:`ShellCommand`).
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from dataclasses import dataclass
 from console.errors import JobError
 from console.inventory import Host, Inventory
 from console.jobs.models import JobPlan, RankLaunch
+from console.jobs.plan.mpi_secrets import env_file_path
 from console.jobs.ssh.remote_ops import HOME_EXPANDED_VARS
 from console.transport.ship import shell_word, with_setup
 
 RANK_VAR = "DISTCONSOLE_RANK"
+SHELL_ENV_SUFFIX = ".env.secret"  # .secret: job_pack never sends it
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,19 +87,66 @@ def _place(launch: RankLaunch, host: str, rank: int) -> RankPlace:
     return RankPlace(host, launch.cwd, {**launch.env, RANK_VAR: str(rank)})
 
 
-def remote_command(host: Host, place: RankPlace) -> str:
-    """What the remote login shell runs: setup, cd, the rank's env, then a shell."""
-    lines = [f"cd -- {shell_word(place.cwd)} || exit 1"]
+@dataclass(frozen=True, slots=True)
+class ShellCommand:
+    """``upload`` (ssh, no terminal) writes ``env_script`` from its stdin into the 0600
+    ``env_file`` on the host; then ``argv`` (``ssh -t``) opens the shell, which sources it."""
+
+    upload: list[str]
+    env_script: bytes
+    argv: list[str]
+    env_file: str
+
+
+def env_script(place: RankPlace, job_dir: str) -> str:
+    """The rank's ``export`` lines, as the job's wrapper writes them (remote_ops: its ~/
+    paths expanded), and under horovodrun --gloo its host's ``env.secret``
+    (``plan/mpi_secrets.py``), whose values the ranks read from there."""
+    lines = []
     for key, value in place.env.items():
-        # As the job's wrapper exports them (remote_ops): its ~/ paths expanded.
         word = shell_word(value) if key in HOME_EXPANDED_VARS else shlex.quote(value)
         lines.append(f"export {key}={word}")
-    lines.append('exec "${SHELL:-/bin/sh}" -i')
+    secret = shell_word(env_file_path(job_dir))
+    lines.append(f"if [ -r {secret} ]; then . {secret}; fi")
+    return "\n".join(lines) + "\n"
+
+
+def upload_command(env_file: str) -> str:
+    """The first ssh's remote command: the file private from its first byte."""
+    path, tmp = shell_word(env_file), shell_word(env_file + ".tmp")
+    folder = shell_word(env_file.rsplit("/", 1)[0])
+    return f"umask 077 && mkdir -p -- {folder} && cat >{tmp} && mv -f -- {tmp} {path}"
+
+
+def remote_command(host: Host, place: RankPlace, env_file: str) -> str:
+    """What the remote login shell runs: setup, cd, the rank's env (its file), a shell."""
+    file = shell_word(env_file)
+    missing = shlex.quote(f"distconsole: no {env_file}: the job's environment is not set")
+    lines = [
+        f"cd -- {shell_word(place.cwd)} || exit 1",
+        f"if [ -r {file} ]; then . {file}; else echo {missing} >&2; fi",
+        'exec "${SHELL:-/bin/sh}" -i',
+    ]
     return with_setup(host.setup, "\n".join(lines), bash=True)
 
 
+def shell_env_file(plan: JobPlan, place: RankPlace, target: ShellTarget | None) -> str:
+    job_dir = plan.job_dirs.get(place.host)
+    if job_dir is None:
+        raise JobError(f"job {plan.job_id} has no job directory on {place.host}")
+    label = "job" if target is None else f"rank{target}" if isinstance(target, int) else target
+    return f"{job_dir}/shell-{label}{SHELL_ENV_SUFFIX}"
+
+
 def rank_shell_argv(inventory: Inventory, plan: JobPlan, rank: ShellTarget | None) -> list[str]:
-    """``ssh -t ... HOST COMMAND`` for the system ssh; see the module doc."""
+    """``ssh -t ... HOST COMMAND`` for the system ssh (:func:`rank_shell_command`'s)."""
+    return rank_shell_command(inventory, plan, rank).argv
+
+
+def rank_shell_command(
+    inventory: Inventory, plan: JobPlan, rank: ShellTarget | None
+) -> ShellCommand:
+    """The env file's upload and the shell's ``ssh -t``; see the module doc."""
     place = rank_place(plan, rank)
     host = inventory.get(place.host)
     if host.is_local:
@@ -101,7 +156,7 @@ def rank_shell_argv(inventory: Inventory, plan: JobPlan, rank: ShellTarget | Non
             f"{host.name} has insecure_host_keys in the inventory; a shell is only opened "
             "with its host key verified (add it to known_hosts)"
         )
-    argv = ["ssh", "-t", "-o", "StrictHostKeyChecking=yes"]
+    argv = ["-o", "StrictHostKeyChecking=yes"]
     if host.known_hosts:
         argv += ["-o", f"UserKnownHostsFile={host.known_hosts}"]
     if host.identity_file:
@@ -113,4 +168,11 @@ def rank_shell_argv(inventory: Inventory, plan: JobPlan, rank: ShellTarget | Non
     if host.proxy_jump:
         argv += ["-J", host.proxy_jump]
     argv += ["-o", f"ConnectTimeout={max(1, int(host.connect_timeout))}"]
-    return [*argv, "--", host.address, remote_command(host, place)]
+    file = shell_env_file(plan, place, rank)
+    job_dir = plan.job_dirs[place.host]
+    return ShellCommand(
+        upload=["ssh", "-T", *argv, "--", host.address, upload_command(file)],
+        env_script=env_script(place, job_dir).encode(),
+        argv=["ssh", "-t", *argv, "--", host.address, remote_command(host, place, file)],
+        env_file=file,
+    )
