@@ -1,6 +1,6 @@
 """A report bundle masks the job's ``--env`` / ``--env-file`` values in what it copies
 (issue 29 follow-up): each process's wrapper (``NAME.sh``), each host's ``job.json``
-(the spec's env, the plan's, the horovodrun --gloo ``env.secret`` upload's text) and
+(the spec's env, the plan's, the horovodrun --gloo ``env.HOST.secret`` uploads' text) and
 ``plan.json``. The bundle is written from the very files the runner puts on the hosts
 (``remote_ops.wrapper_script``, ``job_document``); the real path on sshd hosts is
 ``tests/integration/test_secrets_argv.py``."""
@@ -86,8 +86,8 @@ def test_wrappers_job_json_and_plan_json_keep_the_names_and_mask_the_values(
             plan_json = json.loads(files["plan.json"])
             assert plan_json["launches"][0]["env"]["WANDB_API_KEY"] == MASKED
             assert plan_json["launches"][0]["env"]["DISTCONSOLE_JOB_ID"] == "ps-1"  # ours
-        else:  # horovodrun --gloo: the values travel in each host's env.secret upload
-            [upload] = [u for u in doc["plan"]["uploads"] if u["path"].endswith("env.secret")][:1]
+        else:  # horovodrun --gloo: the values travel in each host's env.HOST.secret upload
+            [upload, *_] = [u for u in doc["plan"]["uploads"] if u["path"].endswith(".secret")]
             assert upload["data"] == MASKED
 
 

@@ -204,17 +204,20 @@ def plan_mpi(p: Placement) -> JobPlan:
         spec.args,
         {"steps_per_rank": spr, "total_steps": spec.total_steps, "world_size": world_size},
     )
-    env = _env(p, launcher, world_size, spr)
-    # Under horovodrun --gloo the user's values go in a file, not in its environment.
-    hidden = mpi_secrets.hidden_env(p, env)
+    envs = {h.name: _env(p, h, world_size, spr) for h in p.hosts}
+    # Under horovodrun --gloo the user's and the inventory's values go in a file per
+    # host, not in its environment nor in the rank wrapper (both end up in argv).
+    hidden = mpi_secrets.hidden_env(p, envs)
+    names = mpi_secrets.hidden_names(hidden)
 
-    def shown(values: dict[str, str]) -> dict[str, str]:
-        return {k: v for k, v in values.items() if k not in hidden}
+    def shown(values: dict[str, str], host: str | None = None) -> dict[str, str]:
+        gone = names if host is None else hidden.get(host, {})
+        return {k: v for k, v in values.items() if k not in gone}
 
-    env = shown(env)
+    env = shown(envs[launcher.name])
     # Each host's rank runs its own python, paths and env (see console/jobs/plan/mpi_ranks.py).
     programs = {h.name: program_argv(spec, h.host.python, h.job_dir, args) for h in p.hosts}
-    exports = {h.name: rank_exports(env, shown(_env(p, h, world_size, spr))) for h in p.hosts}
+    exports = {h.name: rank_exports(env, shown(envs[h.name], h.name)) for h in p.hosts}
     horovod_elastic.check_restarts(p)
     elastic = horovod_elastic.uses_elastic(p)
     script = rank_script(p, programs, exports, elastic=elastic, env_file=bool(hidden))

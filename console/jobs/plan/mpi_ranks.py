@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 from console.jobs import paths
 from console.jobs.models import LogFile
-from console.jobs.plan.mpi_secrets import SECRET_ENV_FILE, env_file_path
+from console.jobs.plan.mpi_secrets import env_file_name, env_file_path
 from console.jobs.plan.placement import (
     CHECKPOINT_VAR,
     HANG_HOOK_VAR,
@@ -158,9 +158,9 @@ ENV_FILE_WAIT_S = 30  # the start on this host writes it while the launcher's ss
 
 def _source_env_file(h: PlacedHost) -> list[str]:
     """The user's values from this host's 0600 file (mpi_secrets.py): never in an argv."""
-    file = shell_word(env_file_path(h.job_dir))
+    file = shell_word(env_file_path(h.job_dir, h.name))
     missing = shlex.quote(
-        f"distconsole: {h.name}: no {SECRET_ENV_FILE} in the job's directory "
+        f"distconsole: {h.name}: no {env_file_name(h.name)} in the job's directory "
         f"after {ENV_FILE_WAIT_S} s (the job's --env values)"
     )
     tries = ENV_FILE_WAIT_S * 10
@@ -209,7 +209,7 @@ def rank_script(
     env_file: bool = False,
 ) -> str:
     """The wrapper's bash text; ``programs``/``exports`` per host name (see module doc);
-    ``env_file``: each rank sources its host's ``env.secret`` (mpi_secrets.py)."""
+    ``env_file``: each rank sources its host's ``env.HOST.secret`` (mpi_secrets.py)."""
     lines = [
         f"# distconsole job {p.job_id}: one rank (console/jobs/plan/mpi_ranks.py)",
         'r="${OMPI_COMM_WORLD_RANK:-${HOROVOD_RANK:-}}"',

@@ -4,9 +4,10 @@ horovodrun --gloo starts each rank as ``env NAME=VALUE ... COMMAND`` with its wh
 environment (horovod/runner/gloo_run.py, 0.28): in ssh's command line on the launcher
 host and in a shell's on the others, so any value in the launcher's environment is in
 ``ps`` on every host of the job for as long as it runs. Under it, the values the user
-gave (``--env``, ``--env-file``) reach each rank from a 0600 file in its own host's job
-directory (an upload of the plan, sourced by the rank's wrapper: ``mpi_ranks.py``)
-instead of through horovodrun. What horovodrun reads itself stays in its environment:
+gave (``--env``, ``--env-file``) and each host's inventory ``env`` reach each rank from
+a 0600 file in its own host's job directory (an upload of the plan, sourced by the
+rank's wrapper: ``mpi_ranks.py``) instead of through horovodrun or the wrapper's text
+(itself in horovodrun's argv). What horovodrun reads itself stays in its environment:
 its settings (``HOROVOD_*``) and the search paths. mpirun, and horovodrun --mpi which
 runs it, forward with ``-x NAME``: names only, never values.
 """
@@ -20,6 +21,7 @@ from console.jobs.models import JobKind, Upload
 from console.jobs.plan.placement import Placement
 
 SECRET_ENV_FILE = "env.secret"  # .secret: never packed into a report bundle
+# One per host (``env.HOST.secret``): hosts that share a home share the job directory.
 SECRET_ENV_RESOURCE = "the job's --env values"  # what `plan` names the upload
 LAUNCHER_READS = frozenset({"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "HOME"})
 LAUNCHER_PREFIX = "HOROVOD_"
@@ -30,31 +32,55 @@ def uses_env_file(p: Placement) -> bool:
     return p.spec.kind is JobKind.HOROVOD and p.spec.horovod_launcher == "gloo"
 
 
-def hidden_env(p: Placement, env: Mapping[str, str]) -> dict[str, str]:
-    """The user's values that travel in the file: those the job's environment keeps as
-    given (a value the job cannot run without wins over the user's), less horovodrun's
-    own."""
+def hidden_env(p: Placement, envs: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """Per host (``envs``: each host's job environment), the values that travel in its
+    file: the user's (``--env``, ``--env-file``) and its inventory ``env``, those its
+    environment keeps as given (a value the job cannot run without wins over them),
+    less horovodrun's own. Inventory values differ per host, so each host's file holds
+    its own."""
     if not uses_env_file(p):
         return {}
-    return {
-        key: value
-        for key, value in p.spec.env.items()
-        if env.get(key) == value
-        and key not in LAUNCHER_READS
-        and not key.startswith(LAUNCHER_PREFIX)
-    }
+    hidden: dict[str, dict[str, str]] = {}
+    for h in p.hosts:
+        given = {**h.host.env, **p.spec.env}
+        own = envs.get(h.name, {})
+        hidden[h.name] = {
+            key: value
+            for key, value in given.items()
+            if own.get(key) == value
+            and key not in LAUNCHER_READS
+            and not key.startswith(LAUNCHER_PREFIX)
+        }
+    return hidden if any(hidden.values()) else {}
 
 
-def env_file_path(job_dir: str) -> str:
-    return f"{job_dir}/{SECRET_ENV_FILE}"
+def hidden_names(hidden: Mapping[str, Mapping[str, str]]) -> frozenset[str]:
+    """Every name some host's file holds: none of them goes through horovodrun."""
+    return frozenset(key for values in hidden.values() for key in values)
 
 
-def env_file_uploads(p: Placement, hidden: Mapping[str, str]) -> tuple[Upload, ...]:
-    """The file on every host of the job (each rank sources its own host's)."""
+def env_file_name(host: str) -> str:
+    return f"env.{host}.secret"
+
+
+def env_file_path(job_dir: str, host: str) -> str:
+    return f"{job_dir}/{env_file_name(host)}"
+
+
+def env_file_uploads(p: Placement, hidden: Mapping[str, Mapping[str, str]]) -> tuple[Upload, ...]:
+    """The file on every host of the job (each rank sources its own host's; a host with
+    nothing of its own gets an empty one, since every rank waits for its file)."""
     if not hidden:
         return ()
-    text = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in hidden.items())
     return tuple(
-        Upload(host=h.name, path=env_file_path(h.job_dir), resource=SECRET_ENV_RESOURCE, data=text)
+        Upload(
+            host=h.name,
+            path=env_file_path(h.job_dir, h.name),
+            resource=SECRET_ENV_RESOURCE,
+            data="".join(
+                f"export {key}={shlex.quote(value)}\n"
+                for key, value in hidden.get(h.name, {}).items()
+            ),
+        )
         for h in p.hosts
     )

@@ -3,7 +3,7 @@
 A bundle is made to be handed on (a ticket, a colleague), and the job's environment is
 in several of its files: every process's wrapper (``NAME.sh``: ``export NAME=VALUE``),
 each host's ``job.json`` (the spec's ``env``, the plan's per-process ``env`` and, under
-horovodrun --gloo, the ``env.secret`` upload's text: ``jobs/plan/mpi_secrets.py``) and
+horovodrun --gloo, the ``env.HOST.secret`` uploads' text: ``jobs/plan/mpi_secrets.py``) and
 ``plan.json``. Every value the user gave is taken as a secret (a name alone says
 nothing of what its value is): the names stay, the values read ``(masked)``.
 
@@ -22,7 +22,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from console.jobs.models import JobPlan
-from console.jobs.plan.mpi_secrets import SECRET_ENV_FILE, SECRET_ENV_RESOURCE
+from console.jobs.plan.mpi_secrets import SECRET_ENV_RESOURCE
 
 MASKED = "(masked)"
 RAW_MIN = 8  # a value this long is masked wherever it stands in our own files
@@ -79,7 +79,7 @@ def _masked_text(text: str, secrets: EnvSecrets) -> str:
 
 def masked_env_document(doc: Any, secrets: EnvSecrets) -> Any:
     """A copy of a JSON document (``job.json``, ``plan.json``) with the user's values
-    masked: in every ``env`` mapping, the ``env.secret`` upload's text, any string."""
+    masked: in every ``env`` mapping, the ``env.HOST.secret`` uploads' text, any string."""
     if isinstance(doc, list):
         return [masked_env_document(item, secrets) for item in doc]
     if isinstance(doc, str):
@@ -100,7 +100,9 @@ def masked_env_document(doc: Any, secrets: EnvSecrets) -> Any:
 def _is_env_upload(doc: Mapping[str, Any]) -> bool:
     path = doc.get("path")
     return doc.get("resource") == SECRET_ENV_RESOURCE or (
-        isinstance(path, str) and PurePosixPath(path).name == SECRET_ENV_FILE
+        isinstance(path, str)
+        and PurePosixPath(path).name.startswith("env.")
+        and PurePosixPath(path).name.endswith(".secret")
     )
 
 

@@ -100,13 +100,13 @@ class ShellCommand:
 
 def env_script(place: RankPlace, job_dir: str) -> str:
     """The rank's ``export`` lines, as the job's wrapper writes them (remote_ops: its ~/
-    paths expanded), and under horovodrun --gloo its host's ``env.secret``
+    paths expanded), and under horovodrun --gloo its host's ``env.HOST.secret``
     (``plan/mpi_secrets.py``), whose values the ranks read from there."""
     lines = []
     for key, value in place.env.items():
         word = shell_word(value) if key in HOME_EXPANDED_VARS else shlex.quote(value)
         lines.append(f"export {key}={word}")
-    secret = shell_word(env_file_path(job_dir))
+    secret = shell_word(env_file_path(job_dir, place.host))
     lines.append(f"if [ -r {secret} ]; then . {secret}; fi")
     return "\n".join(lines) + "\n"
 
