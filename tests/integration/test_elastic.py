@@ -64,7 +64,7 @@ def test_a_lost_host_scales_the_job_down_and_it_succeeds_on_the_others(
     job_id = launched.stdout.strip()
     plan = json.loads((job_dir(cluster, "node0", job_id) / "job.json").read_text())
     argv = " ".join(plan["plan"]["launches"][0]["argv"])
-    assert "--nnodes 2:3" in argv and "last_call_timeout=3" in argv, argv
+    assert "--nnodes 2:3" in argv and "last_call_timeout=2" in argv, argv
     # The third host crashes at step 20: sshd, sessions and its user's processes.
     # (which global ranks a host holds is the rendezvous' choice)
     at_20 = re.compile(r"rank \d step 20/")

@@ -143,7 +143,7 @@ def test_min_hosts_plans_torchrun_nnodes_min_max_and_tuned_rendezvous(
         assert pairs["--nnodes"] == "2:3"
         conf = pairs["--rdzv-conf"].split(",")
         assert conf[0] == f"is_host={1 if node == 0 else 0}"
-        assert {"last_call_timeout=3", "keep_alive_interval=1", "keep_alive_max_attempt=5"} <= set(
+        assert {"last_call_timeout=2", "keep_alive_interval=1", "keep_alive_max_attempt=3"} <= set(
             conf
         )
     # Without --min-hosts: the plain c10d rendezvous, N nodes.

@@ -56,11 +56,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl.common import live_stats, read_text
+    from console.hostprogs.jobctl.common import read_text
     from console.hostprogs.supervisor.restart import SV_HOROVOD_DROPPED, SV_HOROVOD_ROLE
+    from console.hostprogs.supervisor.rounds import sv_stop_stale_workers, sv_torchrun_round
 
 SV_SPARE_GATE = "spare-go"  # + ".HOST" in the job directory (jobs/plan/ddp.py)
-SV_ROUND_VARS = (b"GROUP_WORLD_SIZE=", b"TORCHELASTIC_RESTART_COUNT=")
 SV_HOROVOD_HOSTS = "horovod-hosts.json"  # jobs/plan/horovod_elastic.py HOSTS_FILE
 SV_HOROVOD_FAILED = re.compile(r"record state: (\S+)\[\d+\] = FAILURE")
 SV_SSH_PROBE_S = 5  # ssh's ConnectTimeout when asking whether a host is reachable
@@ -115,40 +115,6 @@ def sv_ssh_probe(name: str, port: Any) -> subprocess.Popen[bytes]:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-
-
-def sv_process_table() -> dict[int, tuple[int, int]]:
-    """pid -> (parent pid, process group) of every live process."""
-    return {pid: (ppid, pgid) for pid, ppid, pgid, _sid, _state in live_stats()}
-
-
-def sv_torchrun_round(group: int) -> tuple[int, int] | None:
-    """(restart count, agents in the round) of the newest round among the workers of the
-    torchrun in process group ``group`` (its children: workers lead sessions of their
-    own), read from their environment; None while none runs. The count is this agent's
-    (a restart for a membership change does not add to it), not a round number."""
-    table = sv_process_table()
-    agents = {pid for pid, (_parent, pgid) in table.items() if pgid == group}
-    best = None
-    for pid, (parent, _pgid) in table.items():
-        if parent not in agents:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as handle:
-                entries = handle.read().split(b"\0")
-        except OSError:
-            continue
-        values = []
-        for prefix in SV_ROUND_VARS:
-            found = [e[len(prefix) :] for e in entries if e.startswith(prefix)]
-            values.append(int(found[0]) if found and found[0].isdigit() else None)
-        size, count = values
-        if size is None:
-            continue
-        current = (count or 0, size)
-        if best is None or current > best:
-            best = current
-    return best
 
 
 class SvElastic:
@@ -301,6 +267,22 @@ class SvElastic:
             left = f"{len(down.get('hosts_now') or ())} of {down.get('hosts_total')} hosts"
             why = f"{down['host']} left ({down.get('cause')}); {left} went on"
             self.notifier.notify("scaled-down", self.policy.state, why, str(down["host"]))
+            lost = {"type": "member-lost", "host": down["host"], "hosts_now": down["hosts_now"]}
+            for peer in self.peers if self.is_leader else ():
+                if peer.host is not None:
+                    peer.send(self.pack(lost))  # each survivor stops its stale workers too
+            self.regroup(str(down["host"]), list(down.get("hosts_now") or ()))
+
+    def regroup(self, lost: str, hosts_now: list[str]) -> None:
+        """ddp: this host's workers still in a round with ``lost`` get SIGTERM, so that
+        torchrun meets again without it now (rounds.py)."""
+        if self.cfg.get("kind") != "ddp":
+            return
+        groups = [g for g in (self.local.pgids.get(n) for n in self.local.procs) if g]
+        stopped = sv_stop_stale_workers(groups, len(hosts_now))
+        if stopped:
+            self.event("workers-stopped", peer=lost, pids=stopped, hosts_now=hosts_now)
+            self.dirty = True
 
     def elastic_record(self) -> dict[str, Any]:
         """Membership for ``supervisor.json`` (an elastic job's leader only)."""

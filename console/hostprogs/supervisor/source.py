@@ -33,6 +33,7 @@ PARTS = (
     "guarded_listener.py",  # every listener of ours on a host: the key first, bounded
     "supervisor/link.py",
     "supervisor/peers.py",
+    "supervisor/rounds.py",  # torchrun's rounds read from its workers (elastic.py's)
     "supervisor/elastic.py",
     "supervisor/drain.py",
     "supervisor/hang.py",
