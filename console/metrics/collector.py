@@ -4,7 +4,7 @@ Each scrape turns one :class:`~console.metrics.source.Snapshot` into metric fami
 dcgm-exporter's GPU metrics (``console/metrics/dcgm.py``), those of the GPUs' health
 reading and their verdicts (``console/metrics/health.py``), and distconsole's own
 (``distconsole_*``: host up, sample age, job state and restarts, per-rank step, steps/s,
-samples/s, loss). One labels dict is made per GPU and shared by all of that GPU's samples, which
+samples/s, loss, relative speed). One labels dict is made per GPU and shared by all of that GPU's samples, which
 lets :func:`console.metrics.exposition.render_text` write each label set once.
 A figure the GPU did not report is left out (never exported as 0).
 """
@@ -116,6 +116,21 @@ class ClusterCollector(Collector):
                         family.samples.append(Sample(family.name, labels, float(value)))
         for family, _attr in families:
             yield family
+        yield self._pace_family(snap)
+
+    def _pace_family(self, snap: Snapshot) -> Metric:
+        speed = _family(
+            PREFIX + "rank_relative_speed",
+            "The rank's pace against the job's median rank over the last window: the median "
+            "rank's busy (compute) time over this rank's; 1 is the median, 0.5 half as fast. "
+            "A rank is scored slow under 1/1.3 for two windows in a row.",
+        )
+        for job in snap.jobs:
+            for p in job.pace:
+                if p.relative > 0:  # a rank with no busy time has no pace to compare
+                    labels = {"job": job.job_id, "rank": str(p.rank), self.hostname_label: p.host}
+                    speed.samples.append(Sample(speed.name, labels, 1.0 / p.relative))
+        return speed
 
     def _rank_labels(self, job_id: str, rank: RankSteps) -> dict[str, str]:
         return {"job": job_id, "rank": str(rank.key), self.hostname_label: rank.host}

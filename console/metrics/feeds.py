@@ -20,6 +20,7 @@ from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
 from console.jobs.models import JobState
 from console.jobs.report.discover import discover
+from console.jobs.report.slow_ranks import rank_pace
 from console.logs.follower import HostLogFollower, follow_hosts
 from console.logs.steps import StepTracker
 from console.logs.targets import targets_from_plan
@@ -46,7 +47,8 @@ def exported(records: Sequence[JobRecord]) -> list[JobRecord]:
 
 def job_figures(record: JobRecord) -> JobFigures:
     restarts = int((record.host_view or {}).get("restarts") or 0)
-    return JobFigures(record.id, record.name, record.kind.value, record.state.value, restarts)
+    pace = tuple(rank_pace(record.host_view)) if record.state is JobState.RUNNING else ()
+    return JobFigures(record.id, record.name, record.kind.value, record.state.value, restarts, pace)
 
 
 async def follow_steps(pool: ClusterConnections, record: JobRecord, source: MetricsSource) -> None:

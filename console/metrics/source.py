@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from console.jobs.report.slow_ranks import RankPace
 from console.logs.steps import RankSteps
 from console.probe.models import HostView
 
@@ -26,6 +27,7 @@ class JobFigures:
     kind: str
     state: str
     restarts: int = 0  # --max-restarts: restarts done (the leader supervisor's count)
+    pace: tuple[RankPace, ...] = ()  # every rank's latest window (the leader's, issue 32)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,22 +14,19 @@ import contextlib
 import functools
 import shlex
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from console.errors import ConsoleError
 from console.export.sbatch import backend_script
 from console.inventory import Inventory
 from console.jobs.backend import JobBackend, SshBackend
-from console.jobs.history import JobHistory, JobSummary
-from console.jobs.membership import membership, plan_spares, with_spares
-from console.jobs.models import JobPlan, JobState
+from console.jobs.history import JobHistory
+from console.jobs.membership import plan_spares
+from console.jobs.models import JobPlan
 from console.jobs.paths import new_job_id
-from console.jobs.report.bundle import host_view_lines, make_report
+from console.jobs.report.bundle import make_report
 from console.jobs.report.discover import discover
-from console.jobs.report.slow_ranks import SlowRank, slow_mark, slow_ranks, slow_words
 from console.jobs.service import EventCallback, JobService, LaunchEvent
 from console.jobs.slurm.backend import SlurmBackend
 from console.jobs.slurm.report import make_slurm_report
@@ -41,6 +38,11 @@ from console.logs.file_steps import write_bundle_steps
 from console.probe.health_check import read_verdicts
 from console.settings import DEFAULT_SETTINGS, Settings
 from console.transport.pool import ClusterConnections
+from console.ui.job_rows import REPORT_HINT as REPORT_HINT
+from console.ui.job_rows import JobRow as JobRow
+from console.ui.job_rows import membership_view as membership_view
+from console.ui.job_rows import row_of_job, row_of_summary, with_pace
+from console.ui.job_rows import screen_notes as screen_notes
 from console.ui.screens.launch_fields import step_takers
 from console.validate.preflight import quick_validation
 from console.validate.store import validated_texts
@@ -58,94 +60,6 @@ DISCOVER_UNSEEN_S = 120.0
 # 14.5 s (11 CPU s of scans on the same cores).
 DISCOVER_START_S = 5.0
 DISCOVER_START_MAX_S = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """One line of the jobs screen, from a live Job or a history record."""
-
-    id: str
-    name: str
-    kind: str
-    state: JobState
-    started: float
-    ended: float | None
-    hosts: tuple[str, ...]
-    ranks: int
-    failure: str
-    # What the hosts' supervisors add (a dead supervisor, a hang): jobs/report/bundle.py's lines.
-    notes: tuple[str, ...] = ()
-    restarts: int = 0  # --max-restarts: restarts so far (the leader's supervisor's count)
-    membership: str = ""  # "2 of 3 hosts" after a scale-down (--min-hosts)
-    slow_ranks: tuple[SlowRank, ...] = ()  # the leader's slow ranks now (issue 32)
-
-    @property
-    def state_text(self) -> str:
-        """``running``, or ``running · restart 2`` once the job restarted, ``running ·
-        slow: rank 2`` while a rank holds it back."""
-        return (
-            self.state.value
-            + (f" · restart {self.restarts}" if self.restarts else "")
-            + (f" · {self.membership}" if self.membership else "")
-            + (f" · {slow_mark(list(self.slow_ranks))}" if self.slow_ranks else "")
-        )
-
-    def duration(self, now: float) -> float:
-        return (self.ended or now) - self.started
-
-
-def row_of_job(job: Job) -> JobRow:
-    failure = job.failure.describe() if job.failure else ""
-    restarts = max((getattr(r, "restarts", 0) for r in job.supervisors.values()), default=0)
-    return JobRow(
-        job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
-        job.hosts, job.plan.world_size, failure, restarts=restarts,
-        membership=membership(
-            job.hosts, with_spares(membership_view(job.supervisors.values()), job.plan)
-        ),
-    )  # fmt: skip
-
-
-def membership_view(records: Iterable[Any]) -> dict[str, Any]:
-    """The supervisors' records (the leader's holds them) as ``membership.membership`` reads
-    a host view: scale-downs, spares and the spares that joined."""
-    records = list(records)
-    return {
-        "scale_downs": [{"host": h} for r in records for h in getattr(r, "scale_downs", ())],
-        "spare_hosts": [h for r in records for h in getattr(r, "spare_hosts", ())],
-        "joins": [{"host": h} for r in records for h in getattr(r, "joins", ())],
-    }
-
-
-REPORT_HINT = " (r: report)"  # the jobs screen's key; summary.txt has no keys
-
-
-def screen_notes(view: Mapping[str, Any]) -> tuple[str, ...]:
-    """``host_view_lines`` for the jobs screen: a hang line names the key that packs
-    its captures."""
-    lines = host_view_lines(view)
-    return tuple(line + REPORT_HINT if line.startswith("hang: ") else line for line in lines)
-
-
-def row_of_summary(summary: JobSummary) -> JobRow:
-    # A finished job's last slow ranks are the report's (its slow periods), not a mark.
-    slow = tuple(slow_ranks(summary.host_view)) if summary.state is JobState.RUNNING else ()
-    notes = screen_notes(summary.host_view or {}) + tuple(f"slow {slow_words(s)}" for s in slow)
-    return JobRow(
-        summary.id, summary.name, summary.kind.value, summary.state, summary.started,
-        summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,
-        int((summary.host_view or {}).get("restarts") or 0),
-        membership(summary.hosts, summary.host_view), slow,
-    )  # fmt: skip
-
-
-def with_pace(row: JobRow, read: JobRow | None) -> JobRow:
-    """A live job's row with the slow ranks its hosts' last read (``read``: its history
-    row) gave: the console's own runner does not score ranks, the leader does."""
-    if read is None or not read.slow_ranks or row.state is not JobState.RUNNING:
-        return row
-    notes = row.notes + tuple(n for n in read.notes if n.startswith("slow "))
-    return replace(row, slow_ranks=read.slow_ranks, notes=notes)
 
 
 def plan_preview(

@@ -180,7 +180,7 @@ class AppFeeds:
             self.jobs_inbox.put(rows)
             if self.metrics is not None:  # rows come as changes: the endpoint gets all
                 exported.update(
-                    (r.id, JobFigures(r.id, r.name, r.kind, r.state.value, r.restarts))
+                    (r.id, JobFigures(r.id, r.name, r.kind, r.state.value, r.restarts, r.rank_pace))
                     for r in rows
                 )
                 self.metrics.source.set_jobs(exported.values())

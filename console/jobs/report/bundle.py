@@ -36,6 +36,7 @@ from console.jobs.notify import masked_bytes, masked_document
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.env_masking import EnvSecrets, env_secrets, masked_env_bytes
 from console.jobs.report.env_masking import masked_env_document as masked_env
+from console.jobs.report.slow_ranks import pace_source
 from console.jobs.report.summary import HostBundle as HostBundle
 from console.jobs.report.summary import compose_summary
 from console.jobs.report.summary import host_view_lines as host_view_lines
@@ -148,7 +149,9 @@ def write_bundle(
     # Webhooks and --env values: secrets.
     plan_data = masked_env(masked_document(json.loads(plan_to_json(record.plan))), secrets)
     write_private(out / "plan.json", json.dumps(plan_data, indent=2))
-    write_private(out / "timeline.txt", timeline_text(timeline(bundles)))
+    leader = next((b for b in bundles if record.hosts and b.host == record.hosts[0]), None)
+    pace = pace_source(record.host_view, leader.json("supervisor.json") if leader else None)
+    write_private(out / "timeline.txt", timeline_text(timeline(bundles, pace)))
     for bundle in bundles:
         base = private_dir(out / "hosts") / bundle.host
         private_dir(base)

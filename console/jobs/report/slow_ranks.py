@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from console.jobs.report.membership import when
+
 MAX_ENTRIES = 4096  # of one list: more ranks than any job has
 
 
@@ -127,3 +129,61 @@ def slow_words(s: SlowRank) -> str:
 def slow_header(slow: list[SlowRank]) -> str:
     """The logs header's mark: "SLOW rank 2 on node1 1.8x (CPU: cgroup quota ...)"."""
     return "; ".join(f"SLOW rank {s.rank} on {s.host} {s.relative:.1f}x ({s.cause})" for s in slow)
+
+
+def pace_source(
+    view: Mapping[str, Any] | None, supervisor: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """The leader's own record when it holds the pace keys (a report's supervisor.json),
+    else the history's view of it."""
+    if supervisor and any(k in supervisor for k in ("rank_pace", "slow_periods", "slow_ranks")):
+        return supervisor
+    return view or {}
+
+
+def pace_lines(source: Mapping[str, Any]) -> list[str]:
+    """summary.txt's per-rank table of the leader's last window: busy and waiting shares,
+    busy against the median rank; the ranks slow then marked."""
+    pace = rank_pace(source)
+    if not pace:
+        return []
+    slow = {s.rank for s in slow_ranks(source)}
+    ended = max(p.window_end for p in pace)
+    lines = [
+        f"rank pace (the leader's last window, ended {clock(ended)}; busy vs the median rank):",
+        f"  {'RANK':>4}  {'HOST':<16} {'BUSY':>5} {'WAIT':>5} {'RELATIVE':>8}",
+    ]
+    for p in pace:
+        mark = "  SLOW" if p.rank in slow else ""
+        lines.append(
+            f"  {p.rank:>4}  {p.host:<16} {p.busy:>5.0%} {p.wait:>5.0%} {p.relative:>7.2f}x{mark}"
+        )
+    return lines
+
+
+def period_lines(source: Mapping[str, Any]) -> list[str]:
+    """summary.txt's slow periods, oldest first: when, how long, the cause."""
+    periods = slow_periods(source)
+    if not periods:
+        return []
+    lines = ["slow periods:"]
+    for p in periods:
+        if p.until is None:
+            span = f"from {when(p.since)}, still slow when last recorded"
+        else:
+            span = f"{when(p.since)} to {when(p.until)} ({p.until - p.since:.0f} s)"
+        lines.append(f"  rank {p.rank} on {p.host} {span}: {p.cause}")
+    return lines
+
+
+def period_events(source: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """timeline.txt's slow periods: a ``slow-period`` event at each period's start (the
+    first slow window; the leader's ``rank-slow`` event comes when it decided, later)."""
+    out = []
+    for p in slow_periods(source):
+        until = when(p.until) if p.until is not None else "still slow when last recorded"
+        out.append(
+            {"t": p.since, "host": p.host, "event": "slow-period", "rank": p.rank,
+             "until": until, "cause": p.cause}
+        )  # fmt: skip
+    return out

@@ -18,6 +18,7 @@ from console.jobs.membership import job_hosts, spares_of, with_spares
 from console.jobs.report.discover import failure_text
 from console.jobs.report.membership import membership_lines, spare_notes, when
 from console.jobs.report.settle import FINAL
+from console.jobs.report.slow_ranks import pace_lines, pace_source, period_lines
 
 PROCESS_WRAPPER = re.compile(r"[a-z_]+-\d+\.sh")
 STACK_LINES = 25  # top lines of the stuck rank's stack in summary.txt
@@ -64,7 +65,8 @@ def summary_lines(
     lines = [
         f"job {record.id} ({record.name}), {record.kind.value}, "
         f"{record.plan.world_size} ranks on {', '.join(job_hosts(record.hosts, view))}"
-        + (f" (spare hosts: {', '.join(spares)})" if spares else ""),
+        + (f" (spare hosts: {', '.join(spares)})" if spares else "")
+        + (f" (rendezvous host: {view['rendezvous_host']})" if view["rendezvous_host"] else ""),
         f"state: {truth.get('state') or state}"
         + (
             " (settled by a console: nothing of the job was left alive)"
@@ -250,6 +252,9 @@ def compose_summary(
         if stack:
             lines.append(f"  top of its stack (hosts/{host}/hang/{name}.stack.txt):")
             lines += ["    " + line for line in stack[:STACK_LINES]]
+    # Per-rank busy/wait in the leader's last window, and every slow spell (issue 32).
+    pace = pace_source(record.host_view, truth)
+    lines += pace_lines(pace) + period_lines(pace)
     notes = spare_notes(with_spares(record.host_view, record.plan), truth or {})
     processes = process_lines(bundles, notes) + ray_lines(bundles)
     if processes:

@@ -1,6 +1,7 @@
 """The report's ``timeline.txt``: every host's ``events.jsonl`` merged by time, the
 leader's ``spare-joined`` events with the host each spare replaced
-(``report/membership.annotate_replacements``)."""
+(``report/membership.annotate_replacements``), and each slow period of a rank from the
+leader's record (``slow-period`` at its start, ``report/slow_ranks.period_events``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from console.jobs.report.membership import annotate_replacements, when
+from console.jobs.report.slow_ranks import period_events
 
 
 class HostFiles(Protocol):
@@ -20,8 +22,11 @@ class HostFiles(Protocol):
     def text(self, name: str) -> str: ...
 
 
-def timeline(bundles: Sequence[HostFiles]) -> list[dict[str, Any]]:
-    events = []
+def timeline(
+    bundles: Sequence[HostFiles], pace: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``pace``: the leader's record holding ``slow_periods`` (its supervisor.json)."""
+    events = period_events(pace or {})
     seen = set()
     for bundle in bundles:
         # events.jsonl (the leader's or a host's own) and events.HOST.jsonl (a follower's);
