@@ -4,8 +4,9 @@ Each scrape turns one :class:`~console.metrics.source.Snapshot` into metric fami
 dcgm-exporter's GPU metrics (``console/metrics/dcgm.py``), those of the GPUs' health
 reading and their verdicts (``console/metrics/health.py``), and distconsole's own
 (``distconsole_*``: host up, sample age, job state and restarts, per-rank step, steps/s,
-samples/s, loss, relative speed). One labels dict is made per GPU and shared by all of that GPU's samples, which
-lets :func:`console.metrics.exposition.render_text` write each label set once.
+samples/s, loss, relative speed). One labels dict is made per GPU and shared by all of
+that GPU's samples, which lets :func:`console.metrics.exposition.render_text` write each
+label set once.
 A figure the GPU did not report is left out (never exported as 0).
 """
 
