@@ -38,6 +38,7 @@ _HOSTPROGS = Path(sample_schema.__file__).resolve().parent
 PROGRAM_FILES = (
     "schema.py",
     "simulated.py",
+    "procs.py",
     "gpus.py",
     "health.py",
     "nvml.py",

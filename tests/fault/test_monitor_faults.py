@@ -17,6 +17,7 @@ from scripted_ssh import Reply, RunLocally, ScriptedSshServer
 from console.probe.models import HostView
 from console.probe.monitor import ClusterMonitor
 from console.transport import ClusterConnections, HostState
+from console.transport.ship import STDIN_SOURCE
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -181,7 +182,7 @@ async def test_no_python_falls_back_to_nvidia_smi_loop(
 ) -> None:
     server = await scripted_ssh()
     missing = Reply(stderr=["bash: python3: command not found\n"], exit_status=127, delay=delay)
-    server.on(" -u - ", missing)  # the sampler: the interpreter reading its program on stdin
+    server.on(STDIN_SOURCE, missing)  # the sampler: the interpreter reading its program on stdin
     server.on("nvidia-smi", Reply(stderr=["nvidia-smi: not found\n"], exit_status=127))
     async with (
         ClusterConnections([server.host()], ssh_config=[]) as pool,

@@ -28,6 +28,7 @@ from console.probe.models import HostView
 from console.probe.monitor import ClusterMonitor
 from console.transport.base import HostState
 from console.transport.pool import ClusterConnections
+from console.transport.ship import STDIN_SOURCE
 
 pytestmark = pytest.mark.sshd
 
@@ -57,7 +58,7 @@ def _samplers_of(user: str) -> list[psutil.Process]:
     out = []
     for proc in psutil.process_iter(["username", "cmdline"]):
         cmd = proc.info["cmdline"] or []
-        if proc.info["username"] == user and "-u" in cmd and "-" in cmd and "auto" in cmd:
+        if proc.info["username"] == user and STDIN_SOURCE in cmd and "auto" in cmd:
             out.append(proc)
     return out
 

@@ -8,6 +8,7 @@ also cover the /proc fallback for host figures.
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from console.hostprogs.sampler.simulated import job_of
 from console.inventory import Host
 from console.probe import nvsmi_csv, sampler
 from console.transport.hello import HostProgramError
+from console.transport.ship import STDIN_SOURCE
 
 STANDIN_DIR = Path(__file__).resolve().parent.parent / "standin"
 
@@ -157,20 +159,23 @@ def test_commands_quote_values_and_run_setup_first() -> None:
         gpu_source="simulated",
     )
     command = sampler.sampler_command(host, 0.5)
+    # The source comes on stdin, read whole by ship.STDIN_SOURCE (python3 - reads it a
+    # byte at a time).
+    boot = "-u -c " + shlex.quote(STDIN_SOURCE)
     assert command == (
-        "{ source /opt/env/bin/activate\n} && exec '/opt/my python/bin/python3' -u - 0.5 "
+        f"{{ source /opt/env/bin/activate\n}} && exec '/opt/my python/bin/python3' {boot} 0.5 "
         "simulated 8 'n 1' 'Simulated A100 80GB (simulated)'"
     )
     real = Host.model_construct(name="r", address="10.0.0.2")
     # Every sampler gets the model's argument (the sixth, health's, comes after it).
     model = " 'Simulated A100 80GB (simulated)'"
-    assert sampler.sampler_command(real, 1.0) == "exec python3 -u - 1 auto 0 r" + model
+    assert sampler.sampler_command(real, 1.0) == f"exec python3 {boot} 1 auto 0 r" + model
     assert sampler.nvsmi_loop_command(real, 1.0).startswith("exec nvidia-smi --query-gpu=index,")
     assert sampler.nvsmi_loop_command(real, 1.0).endswith(" -lms 1000")
     # Interval 0 (a one-shot snapshot): one query, nvidia-smi exits after it.
     once = sampler.nvsmi_loop_command(real, 0.0)
     assert once.startswith("exec nvidia-smi --query-gpu=index,") and "-lms" not in once
-    assert sampler.sampler_command(real, 0.0) == "exec python3 -u - 0 auto 0 r" + model
+    assert sampler.sampler_command(real, 0.0) == f"exec python3 {boot} 0 auto 0 r" + model
 
 
 def test_gpu_processes_asked_for_by_their_own_thread_and_refreshed(

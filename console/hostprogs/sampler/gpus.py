@@ -16,6 +16,16 @@ if False:  # for type checkers only, without importing typing on the host
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
     from console.hostprogs.sampler.health import dies_with_sampler
+    from console.hostprogs.sampler.procs import (
+        MAX_APP_ROWS,
+        MAX_APPS_BYTES,
+        MAX_ERROR_CHARS,
+        MAX_GPU_ROWS,
+        MAX_ROW_CHARS,
+        bounded_lines,
+        run_all,
+        run_capped,
+    )
     from console.hostprogs.sampler.schema import (
         GPU_FIELDS,
         GPU_PROCESSES,
@@ -138,11 +148,8 @@ class NvsmiStream:
         import subprocess
 
         self.started = time.time()
-        query = ",".join(query_gpu())
-        cmd = ["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits"]
-        cmd += ["-lms", str(max(100, int(self.interval * 1000)))]
         self.proc = subprocess.Popen(
-            cmd,
+            gpu_command("-lms", str(max(100, int(self.interval * 1000)))),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -222,20 +229,12 @@ class NvsmiStream:
             self._apps_ready.set()  # a reader that died: no line waits for it again
 
     def _query_apps(self) -> tuple[list[str], str | None]:
-        query = ",".join(QUERY_APPS)
-        cmd = ["nvidia-smi", "--query-compute-apps=" + query, "--format=csv,noheader,nounits"]
         timeout = max(5.0, self.interval * 3)
         try:
-            status, text = run_capped(cmd, timeout, MAX_APPS_BYTES)
+            status, text = run_capped(apps_command(), timeout, MAX_APPS_BYTES)
         except OSError as exc:
             return [], str(exc)
-        if status is None:
-            return [], f"nvidia-smi --query-compute-apps: no answer within {timeout:g} s"
-        lines = [ln.strip()[:MAX_ROW_CHARS] for ln in text.splitlines() if ln.strip()]
-        del lines[MAX_APP_ROWS:]
-        if status != 0:
-            return [], " ".join(lines)[:MAX_ERROR_CHARS] or f"exit status {status}"
-        return [ln for ln in lines if not ln.lower().startswith("no running")], None
+        return apps_answer(status, text, timeout)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -243,124 +242,72 @@ class NvsmiStream:
             self.proc.kill()
 
 
-# What the sampler keeps of nvidia-smi's output is bounded: a stand-in writing without
-# end grew it to 0.5-0.8 GB (a line that never ended, 100,000s of made-up GPU indices,
-# hundreds of MB of compute-apps rows), and every kept row goes to the console too.
-MAX_ROW_CHARS = 4096  # a --query-gpu row is ~300 characters
-MAX_GPU_ROWS = 64  # GPU indices kept: more than any host has
-MAX_ERROR_CHARS = 300
-MAX_APPS_BYTES = 1 << 20  # of one --query-compute-apps answer (~100 bytes a process)
-MAX_APP_ROWS = 1024  # GPU processes kept of one answer (each goes to the console)
-_SINCE_TICKS: list[float] = []  # own_children's time, in /proc's clock ticks since boot
+def gpu_command(*loop: str) -> list[str]:
+    query = ",".join(query_gpu())
+    return ["nvidia-smi", "--query-gpu=" + query, "--format=csv,noheader,nounits", *loop]
 
 
-def bounded_lines(pipe):  # type: ignore[no-untyped-def]
-    """The lines of a text pipe, none longer than MAX_ROW_CHARS: the rest of a longer
-    line is read and dropped, so memory stays bounded however the writer misbehaves."""
-    skipping = False
-    while True:
-        piece = pipe.readline(MAX_ROW_CHARS)
-        if not piece:
-            return
-        ends = piece.endswith("\n")
-        if not skipping and (ends or len(piece) < MAX_ROW_CHARS):
-            yield piece
-        skipping = not ends and (skipping or len(piece) >= MAX_ROW_CHARS)
+def apps_command() -> list[str]:
+    query = ",".join(QUERY_APPS)
+    return ["nvidia-smi", "--query-compute-apps=" + query, "--format=csv,noheader,nounits"]
 
 
-def run_capped(cmd: list[str], timeout: float, limit: int) -> tuple[int | None, str]:
-    """``cmd``'s exit status and the first ``limit`` bytes of its output, decoded with
-    replacement (a cut last line dropped); status None when it gave no end within
-    ``timeout``. It is killed past either bound."""
-    import os
-    import selectors
-    import subprocess
-
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=dies_with_sampler(),
-    )
-    assert proc.stdout is not None
-    out = bytearray()
-    deadline = time.time() + timeout
-    ended = False
-    with proc.stdout, selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while len(out) < limit:
-            left = deadline - time.time()
-            if left <= 0 or not selector.select(left):
-                break
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                ended = True
-                break
-            out += chunk
-    if not ended:
-        proc.kill()
-        del out[out.rfind(b"\n") + 1 :]  # a line cut by the limit is no row
-    try:
-        status = proc.wait(timeout=1.0 if not ended else max(0.1, deadline - time.time()))
-    except subprocess.TimeoutExpired:
-        proc.kill()  # closed its output, never exited: reaped by a later Popen
-        status = None
-    if not ended and len(out) < limit:
-        status = None  # the deadline passed: no answer
-    return status, bytes(out).decode("utf-8", "replace")
+def apps_answer(status: int | None, text: str, timeout: float) -> tuple[list[str], str | None]:
+    """The compute-apps rows of one answer, or why there are none."""
+    if status is None:
+        return [], f"nvidia-smi --query-compute-apps: no answer within {timeout:g} s"
+    lines = [ln.strip()[:MAX_ROW_CHARS] for ln in text.splitlines() if ln.strip()]
+    del lines[MAX_APP_ROWS:]
+    if status != 0:
+        return [], " ".join(lines)[:MAX_ERROR_CHARS] or f"exit status {status}"
+    return [ln for ln in lines if not ln.lower().startswith("no running")], None
 
 
-def own_children() -> None:
-    """Make the sampler the leader of its process group, and end every other process of
-    the group as it exits (the console gone, SIGTERM, SIGHUP): a hung nvidia-smi (or any
-    reader's child, health queries and journalctl included) no longer outlives it."""
-    import atexit
-    import contextlib
-    import os
-    import signal
+class NvsmiOnce:
+    """A one-shot line's GPUs (``gpus``): nvidia-smi's two queries started together,
+    each answering once, both awaited within ``bound``; NvsmiStream's interface. No
+    ``-lms`` loop to stop and no reader thread: 64 hosts' samplers on one machine spent
+    their CPU starting those, and the loop wrote rows no one-shot line reads."""
 
-    with contextlib.suppress(OSError):  # a session leader (ssh's exec) leads one already
-        os.setpgid(0, 0)
-    if os.getpgrp() != os.getpid():
-        return
-    try:
-        # Only what starts from now on: a setup line's own background process (started
-        # by the shell this sampler was exec'd from) is left alone.
-        with open("/proc/uptime", "rb") as handle:
-            _SINCE_TICKS.append(float(handle.read().split()[0]) * os.sysconf("SC_CLK_TCK") - 1)
-    except (OSError, ValueError, IndexError):
-        return
-    atexit.register(end_children)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _exit_on_signal)
-
-
-def _exit_on_signal(signum, frame):  # type: ignore[no-untyped-def]
-    import sys
-
-    sys.exit(128 + signum)  # through atexit: end_children runs
-
-
-def end_children() -> None:
-    """SIGKILL every other process of the group this sampler leads (read from /proc)."""
-    import os
-    import signal
-
-    me = os.getpid()
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
+    def __init__(self, bound: float) -> None:
+        self.bound = bound
+        self.silent = 0.0
+        self.rows: list[str] = []
+        self.error: str | None = None
+        self._apps: tuple[list[str], str | None] = ([], None)
         try:
-            with open("/proc/" + name + "/stat", "rb") as handle:
-                stat = handle.read()
-            # After "(comm)": state, ppid, pgrp, ... starttime (the 20th).
-            fields = stat[stat.rindex(b")") + 2 :].split()
-            if int(fields[2]) == me and int(fields[19]) >= _SINCE_TICKS[0]:
-                os.kill(int(name), signal.SIGKILL)
-        except (OSError, ValueError, IndexError):
-            continue
+            answers = run_all([gpu_command(), apps_command()], bound, MAX_APPS_BYTES)
+        except OSError as exc:
+            self.error = str(exc)
+            self._apps = ([], self.error)
+            return
+        (status, text), (apps_status, apps_text) = answers
+        self._apps = apps_answer(apps_status, apps_text, bound)
+        rows: dict[int, str] = {}
+        for line in text.splitlines():
+            line = line.strip()[:MAX_ROW_CHARS]
+            index = line.split(",", 1)[0].strip()
+            if index.isascii() and index.isdigit():  # int() refuses "²"
+                if len(rows) < MAX_GPU_ROWS:
+                    rows.setdefault(int(index), line)
+            elif line:
+                self.error = line[:MAX_ERROR_CHARS]  # "NVIDIA-SMI has failed because ..."
+        self.rows = [line for _, line in sorted(rows.items())]
+        if status is None:
+            self.silent = bound  # the line says "not answering"
+        elif status != 0 or not self.rows:
+            self.error = self.error or f"nvidia-smi exited with status {status}"
+        else:
+            self.error = None
+
+    def silent_for(self) -> float:
+        return self.silent
+
+    def latest(self) -> tuple[list[str], str | None]:
+        return self.rows, self.error
+
+    def apps(self) -> tuple[list[str], str | None]:
+        return self._apps
+
+    def stop(self) -> None:
+        return None  # both ended or were killed in run_all

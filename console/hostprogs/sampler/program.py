@@ -28,7 +28,7 @@ if False:  # for type checkers only, without importing typing on the host
     from typing import Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
-    from console.hostprogs.sampler.gpus import NvmlGpus, NvsmiStream, own_children
+    from console.hostprogs.sampler.gpus import NvmlGpus, NvsmiOnce, NvsmiStream
     from console.hostprogs.sampler.health import (
         ANSWER_WITHIN_S,
         HEALTH_EVERY_S,
@@ -40,6 +40,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
         nvml_health,
     )
     from console.hostprogs.sampler.host import GpuProcessOwners, HostFigures
+    from console.hostprogs.sampler.procs import own_children
     from console.hostprogs.sampler.schema import (
         HEALTH_KEYS,
         LINE_KEYS,
@@ -136,7 +137,8 @@ def main(argv: list[str]) -> int:
     owners = GpuProcessOwners()
     source = "none"
     gpu_error = None
-    nvml = stream = sim = None
+    nvml = sim = None
+    stream: NvsmiOnce | NvsmiStream | None = None
     # A GPU reader (NVML call, nvidia-smi) silent this long is "not answering": a host
     # finding, reported on the next line; the stuck call is left alone, never waited on.
     bound = ONE_SHOT_BOUND_S if interval <= 0 else max(ANSWER_WITHIN_S, 3 * interval)
@@ -154,16 +156,19 @@ def main(argv: list[str]) -> int:
                 health.nvml_xids = _nvml_xids(nvml)
         except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, ...
             gpu_error = f"NVML unavailable ({type(exc).__name__}: {exc})"
-        import shutil
-
-        if source != "nvml" and shutil.which("nvidia-smi"):
-            stream, source = NvsmiStream(interval), "nvidia-smi"
+        if source != "nvml" and _on_path("nvidia-smi"):
+            source = "nvidia-smi"
             health.nvsmi = NvsmiHealth(bound=bound) if readers else None
-            # A one-shot line is all there is: wait for nvidia-smi as long as a stream
-            # would (a busy host's nvidia-smi can take seconds to start).
-            stream.wait_first(ONE_SHOT_BOUND_S if interval <= 0 else min(5.0, interval * 3 + 1))
-            if interval <= 0 and health.nvsmi is not None:
-                health.nvsmi.first.wait(bound + 1.0)
+            if interval <= 0:
+                # A one-shot line is all there is: wait for nvidia-smi as long as a stream
+                # would (a busy host's nvidia-smi can take seconds to start).
+                stream = NvsmiOnce(ONE_SHOT_BOUND_S)
+                if health.nvsmi is not None:
+                    health.nvsmi.first.wait(bound + 1.0)
+            else:
+                loop = NvsmiStream(interval)
+                loop.wait_first(min(5.0, interval * 3 + 1))
+                stream = loop
         elif source != "nvml":
             gpu_error = f"no NVIDIA GPU: {gpu_error}; nvidia-smi not found"
     if interval <= 0 and health.kernel is not None:
@@ -224,6 +229,15 @@ def main(argv: list[str]) -> int:
     if stream is not None:
         stream.stop()
     return 0
+
+
+def _on_path(name: str) -> bool:
+    """shutil.which's answer, without importing shutil (and bz2, lzma) on every host."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or ".", name)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return True
+    return False
 
 
 def _nvml_xids(nvml: Any) -> NvmlXids | None:
