@@ -195,6 +195,8 @@ class JobPolicy:
         """The job's hosts, in plan order (not its spares)."""
         found: list[str] = list(self.member_hosts)
         for proc in self.processes:
+            if self.member_hosts and proc.role == "horovodrun":
+                continue  # Horovod's driver: on a rendezvous host it trains nothing
             if proc.host not in found and proc.host not in self.spare_hosts:
                 found.append(proc.host)
         return found

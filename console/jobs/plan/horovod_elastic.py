@@ -37,6 +37,13 @@ do not re-run it (Horovod resets its workers itself and the launcher ends only w
 Horovod gives up, which fails the job as any failure does); they count each reset that
 Horovod's log reports as a restart.
 
+With a rendezvous host (``--rendezvous-host H``, issue 31) horovodrun, Horovod's driver,
+runs there with no slots of its own (:func:`driver`): the discovery script lists the
+training hosts only, the job's leader supervisor is H's, and any training host may be
+lost, the first one too. H needs horovod, ssh to the training hosts as the driver's own
+(the job's keys: ``distconsole keys``), and a port the training hosts can reach (the
+driver's rendezvous server, on the interface ``--network-interface`` names).
+
 A lost host (``--min-hosts M``, the form's Min hosts, hosts.yaml ``min_hosts``): the
 launcher host's supervisor, the only one (no other host runs a process of the job), reads
 the hosts from ``horovod-hosts.json`` (written beside SCRIPT: each host's inventory name,
@@ -57,7 +64,7 @@ from console.jobs import paths
 from console.jobs.models import JobKind
 from console.jobs.plan import placement
 from console.jobs.plan.mpi_ranks import rank_ranges, ssh_name
-from console.jobs.plan.placement import Placement, max_restarts
+from console.jobs.plan.placement import PlacedHost, Placement, max_restarts
 from console.transport.ship import shell_join, shell_word
 
 ROLE = "horovodrun"  # the launcher's process name stem (horovodrun-0)
@@ -136,12 +143,27 @@ def why_not(p: Placement) -> str | None:
     return f"restarts re-run horovodrun whole (Horovod elastic: {reason})"
 
 
+def driver(p: Placement) -> PlacedHost:
+    """The host horovodrun runs on: the rendezvous host (no slots of its own), else the
+    first host. A rendezvous host needs Horovod elastic: plain horovodrun and mpirun run
+    their first rank's host's part of the job themselves."""
+    if p.rendezvous is None:
+        return p.first
+    if not uses_elastic(p):
+        why = why_not(p) or "--horovod-elastic with --max-restarts N of at least 1"
+        raise PlanError(
+            f"--rendezvous-host {p.rendezvous.name} applies to ddp and to Horovod elastic "
+            f"only; this job is not under Horovod elastic ({why})"
+        )
+    return p.rendezvous
+
+
 def discovery_script(p: Placement) -> str:
     """The text of the discovery script (see the module doc)."""
-    job_dir = p.first.job_dir
+    job_dir = driver(p).job_dir
     entries = [f"{h.name}={ssh_name(p, h)}:{len(ranks)}" for h, ranks in rank_ranges(p)]
     record = shell_word(f"{job_dir}/{LEADER_RECORD}")
-    python = shlex.quote(p.first.host.python or "python3")
+    python = shlex.quote(driver(p).host.python or "python3")
     return "\n".join(
         [
             "#!/bin/sh",
@@ -172,7 +194,15 @@ def note(p: Placement) -> str:
 
 
 def first_host_notes(p: Placement) -> tuple[str, ...]:
-    """The one host an elastic job cannot lose: the launcher's, with Horovod's driver."""
+    """The one host an elastic job cannot lose: the launcher's, with Horovod's driver
+    (the rendezvous host's when there is one)."""
+    if p.rendezvous is not None:
+        name = p.rendezvous.name
+        return (
+            f"rendezvous host: {name} runs horovodrun (Horovod's driver, the job's "
+            f"rendezvous) with no slots of its own and the job's leader supervisor, and "
+            f"trains nothing: any training host may be lost; losing {name} ends the job",
+        )
     return (placement.first_host_note(p, "horovodrun (Horovod's driver, its rendezvous)"),)
 
 
@@ -228,8 +258,8 @@ def launcher_argv(horovodrun: list[str], program: tuple[str, ...], p: Placement)
 
     ``horovodrun`` is its argv up to the host options (``-H`` is left out: the script
     names the hosts)."""
-    path = shell_word(f"{p.first.job_dir}/{DISCOVERY_FILE}")
-    hosts = shell_word(f"{p.first.job_dir}/{HOSTS_FILE}")
+    path = shell_word(f"{driver(p).job_dir}/{DISCOVERY_FILE}")
+    hosts = shell_word(f"{driver(p).job_dir}/{HOSTS_FILE}")
     port = horovodrun[horovodrun.index("-p") + 1] if "-p" in horovodrun else None
     lines = [
         f"# distconsole job {p.job_id}: Horovod elastic (console/jobs/plan/horovod_elastic.py)",

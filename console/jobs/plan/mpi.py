@@ -1,4 +1,5 @@
-"""MPI and Horovod: ONE launcher (``mpirun`` or ``horovodrun``) on the first host.
+"""MPI and Horovod: ONE launcher (``mpirun`` or ``horovodrun``) on the first host (Horovod
+elastic with ``--rendezvous-host``: horovodrun on that host, horovod_elastic.py).
 
 The launcher runs on a cluster host, not on the console's machine, because horovodrun's
 Gloo rendezvous publishes the launcher's own address to every rank. The launcher's
@@ -101,7 +102,7 @@ def cluster_warnings(p: Placement) -> list[str]:
     """What the launcher's ssh needs that the plan cannot give."""
     if len(p.hosts) < 2:
         return []
-    launcher = p.first
+    launcher = horovod_elastic.driver(p) if p.spec.kind is JobKind.HOROVOD else p.first
     warnings: list[str] = []
     if per_host_accounts(p):
         warnings.append(
@@ -226,9 +227,12 @@ def plan_mpi(p: Placement) -> JobPlan:
     argv = horovodrun_argv(p, wrapped) if horovod else mpirun_argv(p, env, wrapped)
     # Horovod elastic's launcher is not re-run by the supervisors (horovod_elastic.py).
     role = horovod_elastic.ROLE if elastic else ROLE
+    # horovodrun on the rendezvous host when there is one (its env is still the first
+    # host's, whose values the ranks' own exports are measured against).
+    driver = horovod_elastic.driver(p) if horovod else launcher
     logs = (
-        LogFile(paths.process_stdout(launcher.job_dir, role, 0), "stdout", "launcher"),
-        LogFile(paths.process_stderr(launcher.job_dir, role, 0), "stderr", "launcher"),
+        LogFile(paths.process_stdout(driver.job_dir, role, 0), "stdout", "launcher"),
+        LogFile(paths.process_stderr(driver.job_dir, role, 0), "stderr", "launcher"),
         *rank_files(p),
     )
     warnings = list(p.warnings) + cluster_warnings(p)
@@ -236,16 +240,17 @@ def plan_mpi(p: Placement) -> JobPlan:
     notes: tuple[str, ...] = (
         (horovod_elastic.note(p),) if elastic else (not_elastic,) if not_elastic else ()
     )
-    notes += horovod_elastic.first_host_notes(p) if elastic and len(p.hosts) > 1 else ()
+    several = len(p.hosts) > 1 or p.rendezvous is not None
+    notes += horovod_elastic.first_host_notes(p) if elastic and several else ()
     uploads = example_uploads(spec, ((h.name, h.job_dir) for h in p.hosts))
     uploads += mpi_secrets.env_file_uploads(p, hidden)
     launch = RankLaunch(
-        host=launcher.name,
+        host=driver.name,
         role=role,
         index=0,
         argv=argv,
         env=env,
-        cwd=launcher.cwd,
+        cwd=driver.cwd,
         log_paths=logs,
         ranks=tuple(range(world_size)),
     )
@@ -256,7 +261,7 @@ def plan_mpi(p: Placement) -> JobPlan:
         world_size=world_size,
         launches=(launch,),
         job_dirs=p.job_dirs,
-        master_addr=launcher.address,
+        master_addr=driver.address,
         master_port=None,
         total_steps=spec.total_steps,
         steps_per_rank=spr,
@@ -267,5 +272,6 @@ def plan_mpi(p: Placement) -> JobPlan:
         fail_fast=spec.fail_fast,
         max_restarts=max_restarts(p),
         min_hosts=horovod_elastic.min_hosts(p) if horovod else 0,  # Horovod elastic's hosts
+        rendezvous_host=p.rendezvous.name if horovod and p.rendezvous else None,
         notes=notes,
     )

@@ -49,8 +49,10 @@ RANK_CWD_FAILED = 127
 
 def per_host_accounts(p: Placement) -> bool:
     """Hosts differ in user or ssh port: the launcher's ssh needs a ~/.ssh/config alias
-    per host (``distconsole keys`` writes one named by the inventory name)."""
-    users = {h.host.user or "" for h in p.hosts}
+    per host (``distconsole keys`` writes one named by the inventory name). A rendezvous
+    host's user counts (Horovod elastic's driver runs there): its ssh's default user."""
+    rdzv = (p.rendezvous,) if p.rendezvous is not None else ()
+    users = {h.host.user or "" for h in (*p.hosts, *rdzv)}
     ports = {h.host.port or DEFAULT_SSH_PORT for h in p.hosts}
     return len(users) > 1 or len(ports) > 1
 

@@ -47,7 +47,8 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
     planned = PLANNERS[spec.kind](placement)
     if placement.rendezvous is not None and planned.rendezvous_host is None:
         raise PlanError(
-            f"--rendezvous-host {placement.rendezvous.name}: not built for this kind yet (ddp only)"
+            f"--rendezvous-host {placement.rendezvous.name}: not built for this kind yet "
+            "(ddp and Horovod elastic only)"
         )
     if placement.notes:
         planned = dataclasses.replace(planned, notes=planned.notes + placement.notes)
