@@ -197,8 +197,6 @@ class JobPolicy:
         for proc in self.processes:
             if self.member_hosts and proc.role == "horovodrun":
                 continue  # Horovod's driver: on a rendezvous host it trains nothing
-            if self.member_hosts and proc.role == "horovodrun":
-                continue  # Horovod's driver: on a rendezvous host it trains nothing
             if proc.host not in found and proc.host not in self.spare_hosts:
                 found.append(proc.host)
         return found
