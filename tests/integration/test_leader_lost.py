@@ -1,7 +1,8 @@
 """A job's state is the truth (issue 29, item 2) on real sshd hosts, no console open
 after ``launch --detach``: the leader's host (node0, the rendezvous) crashes mid-job (its
 sshd, sessions and every process of its user killed). ``jobs --json`` reads a final state
-naming node0 within a minute, not the followers' RendezvousConnectionError; node0 comes
+naming node0 within a minute, not the followers' RendezvousConnectionError (their own
+records name node0's loss as the cause too, their error as what followed); node0 comes
 back with its supervisor.json still saying running: the job stays final, for this
 console's history and for a fresh console that only has the hosts' files, and ``stop``
 leaves it as it is. And a job whose every supervisor died reads ``stopped`` after ``stop``
@@ -92,6 +93,14 @@ def test_the_leader_host_crashing_reads_final_naming_it_and_stays_final(
     failure = job["failure"] or ""
     assert failure.startswith("node0: host lost"), (job, followers(cluster, job_id))
     assert "RendezvousConnectionError" not in failure.splitlines()[0], failure
+    # Each follower's own record names the leader's loss as the cause too, its own
+    # torchrun's failure (the store gone with node0) kept as what followed.
+    for host, record in followers(cluster, job_id).items():
+        first = record.get("first_failure") or {}
+        assert first.get("host") == "node0" and not first.get("process"), (host, record)
+        assert first["reason"].startswith("the leader node0 lost ("), first
+        assert first["then"]["host"] == host and first["then"]["process"], first
+    assert "then, with the rendezvous on node0 gone: " in failure, failure
     # node0's record, left behind as it was: running.
     assert read_json(leader_file).get("state") in ("running", "hung")
 

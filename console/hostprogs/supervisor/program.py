@@ -37,6 +37,9 @@ from typing import Any
 # After its last write, the leader waits this long at most for notifications under way
 # (a webhook's retries with backoff) before it exits.
 NOTIFY_DRAIN_S = 60.0
+# A follower's failure this close before the leader's loss was seen still followed it
+# (the loss and a rank's error on it race to this supervisor).
+LEADER_LOSS_SLACK_S = 2.0
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.guarded_listener import GuardedListener, guarded_dispatch
@@ -171,7 +174,39 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
         record["first_error"] = list(end["first_error"]) if end else []
         if failure.host != self.host:
             record["first_error"] = self.remote_first_error.get(failure.process or "", [])
-        return record
+        return self.after_leader_loss(record)
+
+    def after_leader_loss(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A follower judging alone: its own failure once the leader had gone (torchrun's
+        RendezvousConnectionError, the store gone with the leader's host) followed the
+        leader's loss, which is the cause (its own failure kept under ``then``)."""
+        gone = self.unsupervised.get(self.leader_host)
+        if isinstance(gone, dict):
+            lost_at, why = gone.get("at"), str(gone.get("why") or "")
+        elif self.leader_lost:  # silent: last heard from then
+            lost_at, why = self.leader_seen, f"silent: {self.leader_error}"
+        else:
+            return record
+        at = record.get("at")
+        if self.is_leader or record.get("host") == self.leader_host or lost_at is None:
+            return record
+        if isinstance(at, (int, float)) and at < lost_at - LEADER_LOSS_SLACK_S:
+            return record  # it failed first: its own failure stays the cause
+        then = f"then {record.get('process') or 'a process'} on {self.host}: {record['reason']}"
+        return {
+            **record,
+            "host": self.leader_host,
+            "process": None,
+            "rank": None,
+            "ranks": [],
+            "exit_code": None,
+            "signal": None,
+            "reason": f"the leader {self.leader_host} lost ({why})",
+            "lines": [then, *record.get("lines", [])[-5:]],
+            "at": lost_at,
+            "first_error": [],
+            "then": record,
+        }
 
     def write(self, force: bool = False) -> None:
         now = time.time()

@@ -220,7 +220,10 @@ def _consequences(
     lines: list[str] = []
     for _host, record in sorted(records.items()):
         failure = _first_failure(record)
-        if failure is None or failure.get("host") == leader:
+        if failure is not None and failure.get("host") == leader:
+            then = failure.get("then")  # the follower's own, once the leader was lost
+            failure = then if isinstance(then, dict) else None
+        if failure is None:
             continue
         text = failure_text(failure, document)
         lines.append(f"then, with the rendezvous on {leader} gone: {text}")
