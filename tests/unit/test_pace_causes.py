@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,3 +241,31 @@ def test_nothing_readable_is_unknown_never_ok(
     assert not [w for w in found if w.startswith("GPU")]
     monkeypatch.setattr(causes.os, "cpu_count", lambda: 10_000)  # no load can saturate it
     assert causes.rank_cause(gone.pid, 3, sample_s=0.0) == "unknown"
+
+
+def test_ranks_asked_at_once_share_one_nvidia_smi_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The supervisor asks for each rank in a thread of its own: all get the GPU's
+    reading (none finds nvidia-smi "not answering" behind another's query), from one
+    nvidia-smi run per query."""
+    calls = tmp_path / "calls"
+    wrapper = tmp_path / "nvidia-smi"
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {STANDIN / "nvidia-smi"} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setenv("NVSMI_STANDIN_CAPTURE", str(DATA / "csv_h200-slow"))
+    results: list[tuple[list[str], list[str]]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(causes.rank_causes(os.getpid(), 0, 0.0)))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == 4
+    for found, unread in results:
+        assert "GPU 0 clocks throttled: thermal slowdown" in found, (found, unread)
+    asked = calls.read_text().splitlines()
+    assert sorted(a.split("=")[0] for a in asked) == ["--query-compute-apps", "--query-gpu"]

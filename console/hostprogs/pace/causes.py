@@ -13,6 +13,7 @@ A host program part: standard library and console.hostprogs only, Python 3.7+.
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the source precedes
@@ -45,6 +46,12 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the sourc
 CAUSE_JOB_VAR = "DISTCONSOLE_JOB_ID"  # the runner sets it in every rank's environment
 CAUSE_NVSMI_BOUND_S = 10.0  # an nvidia-smi slower than this leaves the GPU reasons unknown
 _CAUSE_GUARD: list[object] = []  # one Bounded for every query: a hung nvidia-smi is not re-run
+# The supervisor asks for every rank of its host in threads of their own: one answer of
+# nvidia-smi serves them all for this long (each start costs a tenth of a CPU second or
+# more), and the lock makes the others wait for it instead of finding it "not answering".
+CAUSE_NVSMI_FRESH_S = 5.0
+_CAUSE_ANSWERS: dict[tuple[str, ...], tuple[float, list[dict[str, str]] | None, str]] = {}
+_CAUSE_LOCK = threading.Lock()
 
 
 def _cause_read(path: str) -> str | None:
@@ -64,8 +71,20 @@ def _cause_guard() -> Bounded:
 def cause_nvsmi_query(
     kind: str, fields: tuple[str, ...]
 ) -> tuple[list[dict[str, str]] | None, str]:
-    """One bounded ``nvidia-smi --query-KIND``: (rows, "") or (None, why not). A field
-    this driver refuses is asked again under its older name, or without it."""
+    """One bounded ``nvidia-smi --query-KIND``: (rows, "") or (None, why not), shared by
+    the calls of the next CAUSE_NVSMI_FRESH_S (for the same PATH: the same nvidia-smi)."""
+    key = (kind, os.environ.get("PATH", ""), *fields)
+    with _CAUSE_LOCK:
+        kept = _CAUSE_ANSWERS.get(key)
+        if kept is not None and time.time() - kept[0] < CAUSE_NVSMI_FRESH_S:
+            return kept[1], kept[2]
+        rows, why = _cause_nvsmi_ask(kind, fields)
+        _CAUSE_ANSWERS[key] = (time.time(), rows, why)
+        return rows, why
+
+
+def _cause_nvsmi_ask(kind: str, fields: tuple[str, ...]) -> tuple[list[dict[str, str]] | None, str]:
+    """A field this driver refuses is asked again under its older name, or without it."""
     asked = list(fields)
     for _ in range(len(fields)):
         cmd = ["nvidia-smi", f"--query-{kind}=" + ",".join(asked), "--format=csv,noheader,nounits"]
