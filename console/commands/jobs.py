@@ -21,7 +21,7 @@ from console.commands.parts import launch_slurm, options
 from console.display import plain
 from console.inventory import Inventory
 from console.jobs.history import JobHistory, JobRecord
-from console.jobs.membership import membership
+from console.jobs.membership import membership, with_spares
 from console.jobs.models import JobState
 from console.jobs.report.discover import discover
 from console.jobs.report.slow_ranks import slow_mark, slow_ranks, slow_words
@@ -127,7 +127,11 @@ def state_text(record: JobRecord) -> str:
         record.state.value
         + (" (hung)" if view.get("hung") else "")
         + (f" · restart {restarts}" if isinstance(restarts, int) and restarts > 0 else "")
-        + (f" · {hosts}" if (hosts := membership(record.hosts, view)) else "")
+        + (
+            f" · {hosts}"
+            if (hosts := membership(record.hosts, with_spares(view, record.plan)))
+            else ""
+        )
         + (f" · {mark}" if running and (mark := slow_mark(slow_ranks(view))) else "")
     )
 
@@ -137,7 +141,12 @@ def hosts_text(record: JobRecord) -> str:
     the job until it replaces a lost host (the state's "3 of 3 hosts" counts it then)."""
     summary = record.summary()
     spares = summary["spare_hosts"]
-    return ",".join(summary["hosts"]) + (f" (spares: {','.join(spares)})" if spares else "")
+    rendezvous = summary["rendezvous_host"]  # --rendezvous-host: trains nothing
+    return (
+        ",".join(summary["hosts"])
+        + (f" (spares: {','.join(spares)})" if spares else "")
+        + (f" (rendezvous: {rendezvous})" if rendezvous else "")
+    )
 
 
 def render(records: Sequence[JobRecord]) -> str:

@@ -123,11 +123,12 @@ def run(args: argparse.Namespace) -> int:
         login = slurm_settings(inventory).login
         return asyncio.run(launch(args, spec, inventory, (login,), scheduler=scheduler))
     with naming_options():
-        # The spares too: their agents are launched (--hosts names only the job's own).
+        # The spares and the rendezvous host too: their processes are launched (--hosts
+        # names only the job's own).
         placed = place(spec, inventory, "launch")
     with naming_options():
         tree = scan_for_spec(spec)
-    names = tuple(h.name for h in (*placed.hosts, *placed.spares))
+    names = tuple(placed.job_dirs)
     return asyncio.run(launch(args, spec, inventory, names, tree))
 
 

@@ -7,7 +7,8 @@ with ``is_host=0`` (jobs/plan/ddp.py); ``multi_tenant`` as torch's c10d backend 
 it, ``wait_for_workers=False`` since agents come and go.
 
 While it runs it writes the rendezvous' last complete round (its number and how many
-agents it holds) to ``rendezvous-round.json`` beside its log, read from the store as
+agents it was formed with: torch takes a dead or leaving agent out of a complete round's
+participants, so the most seen for that round) to ``rendezvous-round.json``, read from the store as
 torch's c10d backend keeps it (``torch.rendezvous.<run id>``: a pickled state, base64):
 the leader supervisor on this host has no worker of its own to read a round from
 (supervisor/elastic.py), and the round tells it which hosts the survivors went on
@@ -105,10 +106,15 @@ def main(argv: list[str]) -> int:
     print(f"rendezvous store listening on {args.address}:{args.port}", flush=True)
     key = STATE_KEY + args.run_id
     last: dict[str, Any] | None = None
+    formed: dict[int, int] = {}  # round -> the most agents seen in it while complete
     while not stop.wait(POLL_S):
         if not args.round_file:
             continue
         found = read_round(store, key)
+        if found is not None and found.get("complete"):
+            number = int(found["round"])
+            formed[number] = max(formed.get(number, 0), int(found["agents"]))
+            found["agents_now"], found["agents"] = found["agents"], formed[number]
         if found is None or found == last:
             continue
         last = found

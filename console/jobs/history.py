@@ -167,6 +167,8 @@ class JobRecord:
             "started": self.started,
             "ended": self.ended,
             "hosts": job_hosts(self.hosts, elastic),  # as planned: not its spares
+            # --rendezvous-host: holds the store and the leader, trains nothing.
+            "rendezvous_host": elastic.get("rendezvous_host"),
             "failure": self.failure,
             "first_failure": view.get("first_failure"),
             "hung": bool(view.get("hung")),

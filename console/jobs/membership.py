@@ -38,8 +38,10 @@ def spares_of(view: Mapping[str, Any] | None, plan: JobPlan | None = None) -> li
 
 
 def with_spares(view: Mapping[str, Any] | None, plan: JobPlan) -> dict[str, Any]:
-    """``view`` with ``spare_hosts`` filled from the plan when the hosts were not read yet."""
-    return {**(view or {}), "spare_hosts": spares_of(view, plan)}
+    """``view`` with ``spare_hosts`` filled from the plan when the hosts were not read yet
+    (and the plan's ``rendezvous_host``, which trains nothing)."""
+    rendezvous = (view or {}).get("rendezvous_host") or plan.rendezvous_host
+    return {**(view or {}), "spare_hosts": spares_of(view, plan), "rendezvous_host": rendezvous}
 
 
 def joined(view: Mapping[str, Any] | None) -> list[str]:
@@ -50,8 +52,8 @@ def joined(view: Mapping[str, Any] | None) -> list[str]:
 
 def job_hosts(hosts: Sequence[str], view: Mapping[str, Any] | None) -> list[str]:
     """The job's hosts, not its spares (--spare-hosts: planned, but outside the job
-    until one joins)."""
-    spares = set(spares_of(view))
+    until one joins) nor its rendezvous host (--rendezvous-host: trains nothing)."""
+    spares = {*spares_of(view), (view or {}).get("rendezvous_host")}
     return [h for h in hosts if h not in spares]
 
 
@@ -62,7 +64,8 @@ def hosts_now(hosts: Sequence[str], view: Mapping[str, Any] | None) -> list[str]
     gone = {str(down.get("host")) for down in downs if isinstance(down, Mapping)}
     came = set(joined(view))
     spares = set(spares_of(view))
-    return [h for h in hosts if h not in gone and (h not in spares or h in came)]
+    trains = set(job_hosts(hosts, view)) | spares  # not the rendezvous host
+    return [h for h in hosts if h in trains and h not in gone and (h not in spares or h in came)]
 
 
 def membership(hosts: Sequence[str], view: Mapping[str, Any] | None) -> str:

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.jobctl.common import read_text
+    from console.hostprogs.supervisor.rendezvous import SvRendezvous
     from console.hostprogs.supervisor.restart import SV_HOROVOD_DROPPED, SV_HOROVOD_ROLE
     from console.hostprogs.supervisor.rounds import sv_stop_stale_workers, sv_torchrun_round
 
@@ -117,7 +118,7 @@ def sv_ssh_probe(name: str, port: Any) -> subprocess.Popen[bytes]:
     )
 
 
-class SvElastic:
+class SvElastic(SvRendezvous):
     """Mixed into the supervisor: scale-downs seen, and unsupervised hosts settled."""
 
     host: str
@@ -170,6 +171,7 @@ class SvElastic:
         )
         # inventory name -> (ssh probe, what Horovod said, when): a failed worker's host
         self.horovod_probes: dict[str, tuple[subprocess.Popen[bytes], str, float]] = {}
+        self.init_rendezvous()  # rendezvous.py: --rendezvous-host
 
     def spare_go(self) -> None:
         """The leader says the first round formed: this spare's agent may start."""
@@ -228,6 +230,7 @@ class SvElastic:
         hosts it left out, and the scale-downs the policy made (events)."""
         if not self.is_leader:
             self.check_spare()
+            self.check_rendezvous()  # rendezvous.py: the leader's connection closed
         if (
             not (self.is_leader and self.policy.min_hosts)
             or self.policy.verdict is not None
@@ -241,6 +244,10 @@ class SvElastic:
             if found is not None and found != self.last_round:
                 self.last_round = found
                 self.event("torchrun-round", restart=found[0], agents=found[1])
+        found = self.store_round()  # a leader on the rendezvous host: the store's round
+        if found is not None and found != self.last_round:
+            self.last_round = found
+            self.event("rendezvous-round", round=found[0], agents=found[1])
         doubtful = [h for h in sorted(self.unsupervised) if h in self.policy.hosts_now]
         if self.last_round is not None and doubtful:
             connected = {p.host for p in self.peers if p.host is not None} | {self.host}

@@ -51,7 +51,12 @@ class SvHangWatch:
     def local_progress(self) -> float | None:
         if self.hang_api is None or not self.hang_timeout:
             return None
-        names = [n for n in self.local.procs if n not in self.local.ended]
+        # Not the rendezvous store's log: it trains nothing (supervisor/rendezvous.py).
+        names = [
+            n
+            for n, p in self.local.procs.items()
+            if n not in self.local.ended and p.get("role") != "rendezvous"
+        ]
         with contextlib.suppress(Exception):
             return float(self.hang_api["progress"](self.job_dir, names))
         return None

@@ -12,6 +12,8 @@ whose hosts but the launcher's are ``member_hosts``) a lost host is a scale-down
 that many hosts remain, not a failure; ``spare_hosts`` (ddp ``--spare-hosts``) wait
 outside the job until one joins (``spare_joined``): a waiting spare's end is never a
 failure, and the job is decided without waiting for it (the stop it orders ends it).
+A rendezvous host's store (role ``rendezvous``) trains nothing and is not waited for;
+its end before the stop, or its host's loss, fails the job naming it.
 It does no I/O and knows no backend: the host supervisor (``supervisor.py``, which this
 file is a part of on a host) and the console (``console/jobs/ssh/watch.py``, for a job
 no supervisor watches) feed it.
@@ -39,6 +41,7 @@ STOPPED = "stopped"
 # Per kind, the roles a host's supervisor restarts in place when they fail (ddp: none,
 # torchrun restarts its own workers; see JobPolicy.restart).
 POLICY_RESTARTED_ROLES = {"mpi": ("launcher",), "horovod": ("launcher",), "ps": ("worker",)}
+POLICY_RENDEZVOUS_ROLE = "rendezvous"  # the store on a rendezvous host (jobs/plan/rendezvous.py)
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class JobPolicy:
     joins: list[dict[str, Any]] = field(default_factory=list)  # spares that joined: host, at
     # The job's hosts where its processes do not name them (Horovod elastic: one launcher).
     member_hosts: list[str] = field(default_factory=list)
+    rendezvous_host: str = ""  # --rendezvous-host: its loss is always fatal, named so
 
     def restart(self, report: ProcessEnded) -> int:
         """0: feed ``report`` as an end. N > 0: the process failed, may be restarted in
@@ -197,7 +201,8 @@ class JobPolicy:
         for proc in self.processes:
             if self.member_hosts and proc.role == "horovodrun":
                 continue  # Horovod's driver: on a rendezvous host it trains nothing
-            if proc.host not in found and proc.host not in self.spare_hosts:
+            trains = proc.role != POLICY_RENDEZVOUS_ROLE  # the rendezvous host does not
+            if trains and proc.host not in found and proc.host not in self.spare_hosts:
                 found.append(proc.host)
         return found
 
@@ -236,8 +241,12 @@ class JobPolicy:
 
     @property
     def job_ended(self) -> bool:
-        """Every process ended but those of spares still waiting (nobody waits for them)."""
-        return all(p.key in self.ended or self.waiting_spare(p.host) for p in self.processes)
+        """Every process ended but those of spares still waiting and the rendezvous
+        store (nobody waits for them)."""
+        return all(
+            p.key in self.ended or self.waiting_spare(p.host) or p.role == POLICY_RENDEZVOUS_ROLE
+            for p in self.processes
+        )
 
     @property
     def over(self) -> bool:
@@ -281,6 +290,14 @@ class JobPolicy:
         if proc is None or proc.key in self.ended:
             return False
         self.ended[proc.key] = report
+        if proc.role == POLICY_RENDEZVOUS_ROLE and not (
+            self.stop_ordered_at or report.stop_requested
+        ):
+            # Nothing can meet again without the store: the job ends, named so.
+            self.first_failure = self._failure(proc, report)
+            how = self.first_failure.reason
+            self.first_failure.reason = f"the rendezvous store on {proc.host} exited ({how})"
+            return self._decide(FAILED, report.at)
         failed = report.exit_code != 0 and not self.waiting_spare(proc.host)
         if failed and not report.stop_requested and self._is_cause(report):
             self.first_failure = self._failure(proc, report)
@@ -343,7 +360,9 @@ class JobPolicy:
         if not (lost or member) or self.verdict is not None or self.waiting_spare(report.host):
             return False  # a waiting spare lost: one replacement less, nothing else
         reason = report.reason
-        if self.min_hosts:
+        if report.host == self.rendezvous_host:
+            reason = f"rendezvous host {report.host} lost: {reason}"
+        elif self.min_hosts:
             if self._scale_down(report):
                 return self._settle(report.at)
             left = len(self.hosts_now) - 1

@@ -34,6 +34,7 @@ PARTS = (
     "supervisor/link.py",
     "supervisor/peers.py",
     "supervisor/rounds.py",  # torchrun's rounds read from its workers (elastic.py's)
+    "supervisor/rendezvous.py",  # --rendezvous-host: the store's rounds and port
     "supervisor/elastic.py",
     "supervisor/drain.py",
     "supervisor/hang.py",

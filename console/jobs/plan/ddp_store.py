@@ -18,7 +18,7 @@ ROUND_FILE = "rendezvous-round.json"  # hostprogs/rendezvous_store.py ROUND_FILE
 
 def store_launch(p: Placement, rdzv: PlacedHost) -> RankLaunch:
     """``python rendezvous_store.py --address A --port P --run-id JOB``: the host's Python
-    (it imports torch), in the job directory, with the job's own variables only."""
+    (it imports torch), with the job's own variables only."""
     job_dir = rdzv.job_dir
     argv = (
         rdzv.host.python,
@@ -43,7 +43,9 @@ def store_launch(p: Placement, rdzv: PlacedHost) -> RankLaunch:
         index=0,
         argv=argv,
         env=env,
-        cwd=job_dir,
+        # The host's work_dir (the job's lives under it): --workdir is the training
+        # hosts' affair, and the job directory does not exist yet at pre-flight.
+        cwd=rdzv.host.work_dir,
         log_paths=(
             LogFile(paths.process_stdout(job_dir, ROLE, 0), "stdout", "launcher"),
             LogFile(paths.process_stderr(job_dir, ROLE, 0), "stderr", "launcher"),

@@ -170,6 +170,12 @@ class DiscoveredJob:
         return self.hosts[0]
 
     @property
+    def rendezvous_host(self) -> str | None:
+        """--rendezvous-host: the leader's host, which trains nothing (job.json's)."""
+        found = (self.document or {}).get("rendezvous_host")
+        return found if isinstance(found, str) and found in self.hosts else None
+
+    @property
     def truth(self) -> dict[str, Any] | None:
         """The leader's supervisor.json (the job's truth), else none."""
         copy = self.copies.get(self.leader)
@@ -225,7 +231,9 @@ class DiscoveredJob:
         if not isinstance(floor, int) or not floor or not isinstance(now, list):
             return False
         left = [h for h in now if h not in self.lost]
-        return self.leader in left and len(left) >= floor
+        # The leader holds the rendezvous: on a rendezvous host, not among hosts_now.
+        holder = self.leader in left or self.leader == self.rendezvous_host
+        return holder and self.leader not in self.lost and len(left) >= floor
 
     @property
     def hung(self) -> bool:
@@ -259,6 +267,7 @@ class DiscoveredJob:
         return {
             "supervisor": truth.get("state"),
             "leader": self.leader,
+            "rendezvous_host": self.rendezvous_host,
             "hung": self.hung,
             "hang": truth.get("hang"),
             "unsupervised": self.unsupervised,

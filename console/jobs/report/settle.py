@@ -168,9 +168,12 @@ def _leader_lost(
     ]
     seen = [at for at in closed if isinstance(at, int | float)]
     how = "its supervisor's connection closed" if seen else "its supervisor fell silent"
+    plan = (document or {}).get("plan")
+    rendezvous = isinstance(plan, dict) and plan.get("rendezvous_host") == leader
     lines = [
-        f"{leader}: host lost (supervision lost on {leader} at {clock(min(seen, default=None))}:"
-        f" {how}, and the host does not answer: {why.splitlines()[0] if why else '?'})"
+        f"{leader}: {'rendezvous host' if rendezvous else 'host'} lost (supervision lost on "
+        f"{leader} at {clock(min(seen, default=None))}: {how}, and the host does not answer: "
+        f"{why.splitlines()[0] if why else '?'})"
     ]
     said = first_host_said(notes, leader)
     lines += [said] if said else []  # the plan's line: how to avoid it next time

@@ -221,6 +221,7 @@ def job_document(
         "kind": plan.kind.value,
         "spec": masked_document(dict(spec)) if spec is not None else None,
         "hosts": list(plan_hosts(plan)),
+        "rendezvous_host": plan.rendezvous_host,  # the leader's host, training nothing
         "created_at": created_at,
         "plan": masked_document(json.loads(plan_to_json(plan))),
     }

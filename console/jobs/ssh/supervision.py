@@ -90,6 +90,10 @@ def supervisor_spec(
         "stop_on_hang": plan.stop_on_hang,
         "max_restarts": plan.max_restarts,
         "min_hosts": plan.min_hosts,  # elastic (ddp, Horovod): a lost host above it is a scale-down
+        # --rendezvous-host: the leader's host; its store's port tells followers it lives.
+        "rendezvous_host": plan.rendezvous_host,
+        "rendezvous_address": plan.master_addr if plan.rendezvous_host else None,
+        "rendezvous_port": plan.master_port if plan.rendezvous_host else None,
         "name": plan.name,
         # Only the leader's supervisor notifies: the others never hold the webhook's secret.
         "notify": dataclasses.asdict(plan.notify)
