@@ -27,8 +27,22 @@ process of its user: ``SshdCluster.stop``), which is the "crash" instant.
   command on the two hosts left (``--hosts node0,node1``) the moment the job reads
   failed, resuming from the same checkpoints.
 
-    python bench/recovery.py [--scenario crash|host-lost] [--repeat 3] [--crash-at 30]
-                             [--steps 60] [--sleep 0.05]
+``--scenario first-host-lost`` (issue 31): 4 sshd hosts x 1 rank, node3 the rendezvous
+host (``--rendezvous-host node3``: torch's c10d store and the leader supervisor there,
+no rank), training on node0..node2 with ``--min-hosts 2 --max-restarts 3``:
+
+- first-lost: node0, the first host, killed whole (without a rendezvous host that ends
+  the job);
+- other-lost: node2 killed instead (the other hosts' loss, same job);
+- naive: no restarts, no rendezvous host, node0 killed; relaunched on node1,node2 the
+  moment the survivors' torchruns have ended (with the leader's host gone, no console
+  open, nothing else says the job failed: a person watching sees their ranks end).
+
+Each run also prints where the seconds went (``phases``): the kill -> torchrun saw its
+worker fail -> the next round's workers started -> their first step.
+
+    python bench/recovery.py [--scenario crash|host-lost|first-host-lost] [--repeat 3]
+                             [--crash-at 30] [--steps 60] [--sleep 0.05]
 """
 
 from __future__ import annotations
@@ -44,6 +58,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests")]
@@ -82,13 +97,17 @@ def job_files(cluster: SshdCluster, job_id: str) -> list[Path]:
     return found
 
 
-def leader_state(cluster: SshdCluster, job_id: str) -> str:
-    home = Path(pwd.getpwnam(cluster.hosts[0].user).pw_dir)
-    path = home / "distconsole" / ".distconsole" / "jobs" / job_id / "supervisor.json"
+def leader_state(cluster: SshdCluster, job_id: str, leader: str = "node0") -> str:
+    path = job_dir(cluster, leader, job_id) / "supervisor.json"
     try:
         return str(json.loads(path.read_text()).get("state"))
     except (OSError, ValueError):
         return "starting"
+
+
+def ranks_ended(cluster: SshdCluster, job_id: str, hosts: tuple[str, ...]) -> bool:
+    """Every torchrun of the job on ``hosts`` has ended (its exit file is written)."""
+    return all(any(job_dir(cluster, host, job_id).glob("torchrun-*.exit")) for host in hosts)
 
 
 class Follower:
@@ -100,6 +119,8 @@ class Follower:
         self.lose = lose
         self.offsets: dict[Path, int] = {}
         self.crash: float | None = None
+        self.crash_wall: float | None = None  # the same instants by the clock, to line
+        self.recovered_wall: float | None = None  # them up with the hosts' logs (phases)
         self.resumed_step: int | None = None
         self.recovered: float | None = None
 
@@ -121,16 +142,60 @@ class Follower:
                     if step and int(step.group(1)) >= self.lose[1]:
                         self.lose[2]()  # kill the host now
                         self.crash = time.monotonic()
+                        self.crash_wall = time.time()
                         return
 
     def feed(self, line: str, now: float) -> None:
         if self.crash is None and "crashing at step" in line:
             self.crash = now
+            self.crash_wall = time.time() - (time.monotonic() - now)
         resumed = RESUMED.search(line)
         if resumed and self.crash is not None and self.resumed_step is None:
             self.resumed_step = int(resumed.group(1))
         if self.resumed_step is not None and self.recovered is None and STEP.search(line):
             self.recovered = now
+            self.recovered_wall = time.time() - (time.monotonic() - now)
+
+
+FAILED_AT = re.compile(r"^E(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) .*failed \(exitcode")
+
+
+def phases(
+    cluster: SshdCluster, job_ids: list[str], follower: Follower, host: str = "node0"
+) -> dict[str, float]:
+    """Where the seconds went, from a survivor's files (this machine's clock): the crash ->
+    torchrun saw its worker fail (``failed (exitcode`` in its log) -> the next round's
+    workers started (torchrun's newest ``attempt_N`` folder, of the relaunched job for
+    the naive way) -> their first step (the follower's)."""
+    if follower.crash_wall is None or follower.recovered_wall is None:
+        return {}
+    failed = None
+    for job in job_ids:
+        for path in job_dir(cluster, host, job).glob("torchrun-*.err"):
+            for line in path.read_text(errors="replace").splitlines():
+                found = FAILED_AT.search(line)
+                if not found:
+                    continue
+                year = time.gmtime(follower.crash_wall).tm_year
+                stamp = f"{year}-{found.group(1)}-{found.group(2)} {found.group(3)}"
+                # glog's stamp is this machine's local time, as mktime reads it
+                at = time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S"))
+                at += float("0." + stamp.split(".")[1])
+                if at >= follower.crash_wall - 5 and (failed is None or at < failed):
+                    failed = at
+    attempts = [
+        path.stat().st_mtime
+        for job in job_ids
+        for path in job_dir(cluster, host, job).glob("torchrun/**/attempt_*")
+    ]
+    started = max(attempts, default=None)
+    if failed is None or started is None or started < failed:
+        return {}
+    return {
+        "fail_seen_s": round(failed - follower.crash_wall, 2),
+        "regroup_s": round(started - failed, 2),
+        "workers_s": round(follower.recovered_wall - started, 2),
+    }
 
 
 def job_dir(cluster: SshdCluster, host: str, job_id: str) -> Path:
@@ -138,56 +203,88 @@ def job_dir(cluster: SshdCluster, host: str, job_id: str) -> Path:
     return home / "distconsole" / ".distconsole" / "jobs" / job_id
 
 
-MODE_OPTIONS = {
-    "restart": ("--max-restarts", "1"),
-    "elastic": ("--min-hosts", "2", "--max-restarts", "3"),
-    "naive": (),
+ELASTIC = ("--min-hosts", "2", "--max-restarts", "3")
+RDZV = ("--hosts", "node0,node1,node2", "--rendezvous-host", "node3", *ELASTIC)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way through a scenario: launch options, the host killed (None: a rank
+    crashes instead), where the leader's record is, and for the naive way the hosts a
+    person relaunches on."""
+
+    options: tuple[str, ...]
+    lose: str | None = None
+    leader: str = "node0"
+    relaunch: tuple[str, ...] = ()
+
+
+SCENARIOS: dict[str, tuple[int, dict[str, Mode]]] = {
+    "crash": (2, {"restart": Mode(("--max-restarts", "1")), "naive": Mode(())}),
+    "host-lost": (
+        3,
+        {
+            "elastic": Mode(ELASTIC, "node2"),
+            "naive": Mode((), "node2", relaunch=("node0", "node1")),
+        },
+    ),
+    "first-host-lost": (
+        4,
+        {
+            "first-lost": Mode(RDZV, "node0", leader="node3"),
+            "other-lost": Mode(RDZV, "node2", leader="node3"),
+            "naive": Mode(("--hosts", "node0,node1,node2"), "node0", relaunch=("node1", "node2")),
+        },
+    ),
 }
 
 
 def run_once(
-    cluster: SshdCluster, env: dict[str, str], args: argparse.Namespace, mode: str
+    cluster: SshdCluster, env: dict[str, str], args: argparse.Namespace, name: str, mode: Mode
 ) -> dict:
-    ckpt = f"~/bench-ckpt-{mode}-{time.time_ns()}"
-    extra = ("--checkpoint-dir", ckpt, *MODE_OPTIONS[mode])
-    lost = args.scenario == "host-lost"
-    if lost:
-        for host in cluster.hosts:
-            cluster.start(host.name)  # the last run killed node2
+    ckpt = f"~/bench-ckpt-{name}-{time.time_ns()}"
+    extra = ("--checkpoint-dir", ckpt, *mode.options)
+    lost = mode.lose
+    for host in cluster.hosts if lost else ():
+        cluster.start(host.name)  # the last run killed one
     started = time.monotonic()
     job_ids = [launch(env, cluster, args, *extra)]
-    # Only the host-lost scenario has a node2 (the crash scenario's cluster has 2 hosts).
-    lose = (
-        (job_dir(cluster, "node2", job_ids[0]), args.crash_at, lambda: cluster.stop("node2"))
-        if lost
-        else None
-    )
-    follower = Follower(lose)
+    leaders = [mode.leader]
+    kill = None
+    if lost is not None:
+        kill = (job_dir(cluster, lost, job_ids[0]), args.crash_at, lambda: cluster.stop(lost))
+    follower = Follower(kill)
+    trained = tuple(f"node{i}" for i in range(3 if len(cluster.hosts) == 4 else len(cluster.hosts)))
+    survivors = tuple(h for h in trained if h != lost)
     deadline = started + 300
     while time.monotonic() < deadline:
         follower.poll([f for job in job_ids for f in job_files(cluster, job)])
-        state = leader_state(cluster, job_ids[-1])
-        if mode == "naive" and state == "failed" and len(job_ids) == 1:
+        state = leader_state(cluster, job_ids[-1], leaders[-1])
+        if name == "naive" and len(job_ids) == 1:
             # The person, at once (on the hosts left when one was lost).
-            survivors = ("--hosts", "node0,node1") if lost else ()
-            job_ids.append(launch(env, cluster, args, *extra, *survivors))
-        elif state in ("succeeded", "failed", "stopped") and (mode != "naive" or len(job_ids) == 2):
+            ended = lost == "node0" and ranks_ended(cluster, job_ids[0], survivors)
+            if state == "failed" or ended:
+                hosts = ("--hosts", ",".join(mode.relaunch)) if mode.relaunch else ()
+                job_ids.append(launch(env, cluster, args, *extra, *hosts))
+                leaders.append(mode.relaunch[0] if mode.relaunch else mode.leader)
+        elif state in ("succeeded", "failed", "stopped"):
             follower.poll([f for job in job_ids for f in job_files(cluster, job)])
             break
         time.sleep(0.02)
     return {
-        "state": leader_state(cluster, job_ids[-1]),
+        "state": leader_state(cluster, job_ids[-1], leaders[-1]),
         "recovery_s": (follower.recovered - follower.crash)
         if follower.recovered is not None and follower.crash is not None
         else None,
         "resumed_from": follower.resumed_step,
         "wall_s": time.monotonic() - started,
+        **phases(cluster, job_ids, follower, survivors[0]),
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--scenario", choices=("crash", "host-lost"), default="crash")
+    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="crash")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--crash-at", type=int, default=30)
     parser.add_argument("--steps", type=int, default=60)
@@ -196,37 +293,43 @@ def main() -> int:
     reason = unavailable_reason()
     if reason is not None:
         raise SystemExit(f"no sshd cluster here: {reason}")
-    modes = ("restart", "naive") if args.scenario == "crash" else ("elastic", "naive")
+    size, modes = SCENARIOS[args.scenario]
     results: dict[str, list[dict]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = SshdCluster(Path(tmp) / "cluster", 2 if args.scenario == "crash" else 3)
+        cluster = SshdCluster(Path(tmp) / "cluster", size)
         env = dict(os.environ, DISTCONSOLE_DATA_DIR=str(Path(tmp) / "data"))
         try:
             for _ in range(args.repeat):
-                for mode in modes:
-                    result = run_once(cluster, env, args, mode)
-                    results[mode].append(result)
-                    print(f"{mode:8} {json.dumps(result)}", flush=True)
+                for name, mode in modes.items():
+                    result = run_once(cluster, env, args, name, mode)
+                    results[name].append(result)
+                    print(f"{name:10} {json.dumps(result)}", flush=True)
         finally:
             cluster.close()
     if args.scenario == "crash":
         setup = "2 sshd hosts x 2 ranks, example:ddp, rank 1 crashes"
         what = "crash -> first step after (s), median"
-    else:
+    elif args.scenario == "host-lost":
         setup = "3 sshd hosts x 1 rank, example:ddp, node2 killed whole"
         what = "host lost -> first step on the others (s), median"
+    else:
+        setup = "4 sshd hosts, node3 the rendezvous host, ddp on node0..2 x 1 rank, one killed"
+        what = "host lost -> first step on the others (s), median"
     print(f"\n{setup} at step {args.crash_at}, checkpoints every 5")
-    print(f"{'mode':10}{what:>50}{'job wall (s)':>16}")
-    medians = {}
-    for mode, rows in results.items():
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} (at the end)")
+    print(f"{'mode':12}{what:>50}{'job wall (s)':>16}")
+    medians: dict[str, float | None] = {}
+    for label, rows in results.items():
         times = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
-        medians[mode] = statistics.median(times) if times else None
+        medians[label] = statistics.median(times) if times else None
         wall = statistics.median(r["wall_s"] for r in rows)
-        shown = f"{medians[mode]:.2f}" if medians[mode] is not None else "n/a"
-        print(f"{mode:10}{shown:>50}{wall:>16.1f}")
-    first = modes[0]
-    if medians[first] and medians["naive"]:
-        print(f"naive / {first}: {medians['naive'] / medians[first]:.1f}x")
+        shown = f"{medians[label]:.2f}" if medians[label] is not None else "n/a"
+        print(f"{label:12}{shown:>50}{wall:>16.1f}")
+    naive = medians["naive"]
+    for first in (m for m in modes if m != "naive"):
+        took = medians[first]
+        if took and naive:
+            print(f"naive / {first}: {naive / took:.1f}x")
     return 0
 
 
