@@ -199,6 +199,7 @@ class JobSummary:
     world_size: int
     failure: str | None
     host_view: dict[str, Any] | None = None
+    rendezvous_host: str | None = None  # --rendezvous-host: the leader's, training nothing
 
 
 class JobHistory:
@@ -358,7 +359,8 @@ class JobHistory:
         screen that re-reads the list every few seconds pays for the columns it shows."""
         query = (
             "SELECT id, name, kind, state, started, ended, hosts,"
-            " json_extract(plan, '$.world_size'), failure, host_view FROM jobs"
+            " json_extract(plan, '$.world_size'), failure, host_view,"
+            " json_extract(plan, '$.rendezvous_host') FROM jobs"
         )
         params: list[Any] = []
         if inventory is not None:
@@ -367,21 +369,7 @@ class JobHistory:
         query += " ORDER BY started DESC"
         with self._db() as db:
             rows = db.execute(query, params).fetchall()
-        return [
-            JobSummary(
-                id=job_id,
-                name=name,
-                kind=JobKind(kind),
-                state=JobState(state),
-                started=float(started),
-                ended=None if ended is None else float(ended),
-                hosts=tuple(json.loads(hosts)),
-                world_size=int(world_size or 0),
-                failure=failure,
-                host_view=json.loads(view) if view else None,
-            )
-            for job_id, name, kind, state, started, ended, hosts, world_size, failure, view in rows
-        ]
+        return [_summary(row) for row in rows]
 
     def unfinished(self, inventory: str | None = None) -> list[JobRecord]:
         """Jobs that may still have processes on their hosts (to re-attach to)."""
@@ -419,4 +407,22 @@ def _record(row: tuple[Any, ...]) -> JobRecord:
         plan=plan_from_json(plan),
         failure=failure,
         host_view=json.loads(view) if view else None,
+    )
+
+
+def _summary(row: Sequence[Any]) -> JobSummary:
+    """A row of ``JobHistory.summaries``' query (its columns in that order)."""
+    job_id, name, kind, state, started, ended, hosts, size, failure, view, rendezvous = row
+    return JobSummary(
+        id=job_id,
+        name=name,
+        kind=JobKind(kind),
+        state=JobState(state),
+        started=float(started),
+        ended=None if ended is None else float(ended),
+        hosts=tuple(json.loads(hosts)),
+        world_size=int(size or 0),
+        failure=failure,
+        host_view=json.loads(view) if view else None,
+        rendezvous_host=rendezvous if isinstance(rendezvous, str) else None,
     )

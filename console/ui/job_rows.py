@@ -44,6 +44,7 @@ class JobRow:
     membership: str = ""  # "2 of 3 hosts" after a scale-down (--min-hosts)
     slow_ranks: tuple[SlowRank, ...] = ()  # the leader's slow ranks now (issue 32)
     rank_pace: tuple[RankPace, ...] = ()  # every rank's latest window (for /metrics)
+    rendezvous_host: str = ""  # --rendezvous-host: apart from ``hosts``, it trains nothing
 
     @property
     def state_text(self) -> str:
@@ -63,12 +64,15 @@ class JobRow:
 def row_of_job(job: Job) -> JobRow:
     failure = job.failure.describe() if job.failure else ""
     restarts = max((getattr(r, "restarts", 0) for r in job.supervisors.values()), default=0)
+    rendezvous = job.plan.rendezvous_host or ""
     return JobRow(
         job.id, job.plan.name, job.plan.kind.value, job.state, job.started, job.ended,
-        job.hosts, job.plan.world_size, failure, restarts=restarts,
+        tuple(h for h in job.hosts if h != rendezvous), job.plan.world_size, failure,
+        restarts=restarts,
         membership=membership(
             job.hosts, with_spares(membership_view(job.supervisors.values()), job.plan)
         ),
+        rendezvous_host=rendezvous,
     )  # fmt: skip
 
 
@@ -99,11 +103,13 @@ def row_of_summary(summary: JobSummary) -> JobRow:
     slow = tuple(slow_ranks(summary.host_view)) if running else ()
     pace = tuple(rank_pace(summary.host_view)) if running else ()
     notes = screen_notes(summary.host_view or {}) + tuple(f"slow {slow_words(s)}" for s in slow)
+    rendezvous = summary.rendezvous_host or ""
+    view = {**(summary.host_view or {}), "rendezvous_host": rendezvous}
     return JobRow(
         summary.id, summary.name, summary.kind.value, summary.state, summary.started,
-        summary.ended, summary.hosts, summary.world_size, summary.failure or "", notes,
-        int((summary.host_view or {}).get("restarts") or 0),
-        membership(summary.hosts, summary.host_view), slow, pace,
+        summary.ended, tuple(h for h in summary.hosts if h != rendezvous), summary.world_size,
+        summary.failure or "", notes, int((summary.host_view or {}).get("restarts") or 0),
+        membership(summary.hosts, view), slow, pace, rendezvous,
     )  # fmt: skip
 
 
@@ -114,3 +120,13 @@ def with_pace(row: JobRow, read: JobRow | None) -> JobRow:
         return row
     notes = row.notes + tuple(n for n in read.notes if n.startswith("slow "))
     return replace(row, slow_ranks=read.slow_ranks, rank_pace=read.rank_pace, notes=notes)
+
+
+def rendezvous_roles(rows: Iterable[JobRow]) -> dict[str, str]:
+    """host -> ``rendezvous of JOB`` for the jobs still running whose rendezvous host it is
+    (--rendezvous-host: the GPU screen labels it apart from the hosts that train)."""
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        if row.rendezvous_host and not row.state.finished:
+            found.setdefault(row.rendezvous_host, []).append(row.id)
+    return {host: "rendezvous of " + ", ".join(jobs) for host, jobs in found.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,32 @@ def test_a_kind_not_built_for_it_is_refused_at_planning(inventory: Inventory) ->
         assert str(exc).startswith("--rendezvous-host node3: not built for this kind yet")
     else:
         assert planned.rendezvous_host == "node3"
+
+
+def test_jobs_json_the_table_the_jobs_screen_and_the_gpu_screen_show_it_apart(
+    inventory: Inventory, tmp_path: Path
+) -> None:
+    from console.commands.jobs import hosts_text, state_text
+    from console.jobs.history import JobHistory
+    from console.jobs.models import JobState
+    from console.ui.job_rows import rendezvous_roles, row_of_summary
+
+    history = JobHistory(tmp_path / "history.sqlite")
+    planned = ddp(inventory)
+    history.add(planned, inventory=str(inventory.path), state=JobState.RUNNING)
+    record = history.get("job-1")
+    assert record.hosts[0] == "node3"  # the leader's host, first everywhere
+    summary = record.summary()
+    assert summary["rendezvous_host"] == "node3"
+    assert summary["hosts"] == ["node0", "node1", "node2"] and summary["hosts_total"] == 3
+    assert summary["hosts_now"] == ["node0", "node1", "node2"]
+    assert hosts_text(record) == "node0,node1,node2 (rendezvous: node3)"
+    # A scale-down counts training hosts only: 2 of 3, not 3 of 4.
+    view = {"scale_downs": [{"host": "node0"}], "rendezvous_host": "node3"}
+    assert state_text(replace(record, host_view=view)) == "running · 2 of 3 hosts"
+    [listed] = history.summaries()
+    row = row_of_summary(replace(listed, host_view={"scale_downs": [{"host": "node0"}]}))
+    assert (row.hosts, row.rendezvous_host) == (("node0", "node1", "node2"), "node3")
+    assert row.membership == "2 of 3 hosts"
+    assert rendezvous_roles([row]) == {"node3": "rendezvous of job-1"}
+    assert rendezvous_roles([replace(row, state=JobState.SUCCEEDED)]) == {}

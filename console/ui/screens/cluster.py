@@ -30,6 +30,7 @@ from console.inventory import Host
 from console.probe.models import HostView
 from console.transport.base import HostStatus
 from console.ui.attention import Thresholds
+from console.ui.job_rows import rendezvous_roles
 from console.ui.overview import ClusterSummary, HostTotals, summary_text
 from console.ui.screens.cluster_nav import ClusterNav
 from console.ui.screens.cluster_slurm import legend_note
@@ -116,8 +117,10 @@ class ClusterScreen(ClusterNav):
     def apply_slow(self) -> None:
         """The jobs' slow ranks (the store's rows, issue 32) marked on their hosts' panels."""
         marks = self._slow_marks()
+        roles = rendezvous_roles(self.services.store.jobs.values())
         for name, panel in self._panels.items():
             panel.set_slow(marks.get(name, ()))
+            panel.set_role(roles.get(name, ""))
 
     def _make_panels(self, hosts: Iterable[Host] | None = None) -> list[HostPanel]:
         made = []
@@ -125,6 +128,7 @@ class ClusterScreen(ClusterNav):
         for host in self.hosts if hosts is None else hosts:
             panel = HostPanel(host, clock=self._clock, thresholds=self.thresholds)
             panel.slow = marks.get(host.name, ())
+            panel.role = rendezvous_roles(self.services.store.jobs.values()).get(host.name, "")
             panel.attention_only = self.attention_only
             panel.display = self._host_visible(host)
             self._panels[host.name] = panel

@@ -152,7 +152,8 @@ class JobsScreen(Screen[None]):
             plain(row.kind),
             Text(row.state_text, style=f"bold {colour}"),
             plain(duration(row.duration(now))),
-            plain(", ".join(row.hosts)),
+            plain(", ".join(row.hosts))
+            + (f" · rendezvous {plain(row.rendezvous_host)}" if row.rendezvous_host else ""),
             plain(row.ranks),
         )
 

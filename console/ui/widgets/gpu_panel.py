@@ -104,6 +104,7 @@ class HostPanel(Widget, can_focus=True):
         # index -> (sample, sparkline, theme name, line): the line is reused while all match.
         self._rows: dict[int, tuple[GpuSample, str, str, Text, object]] = {}
         self.slow: tuple[HostSlow, ...] = ()  # the slow ranks on this host (set_slow)
+        self.role = ""  # "rendezvous of JOB" (--rendezvous-host: it trains nothing; set_role)
         self.border_title = host.name
 
     # -- data in -------------------------------------------------------------------------
@@ -167,6 +168,12 @@ class HostPanel(Widget, can_focus=True):
             self.slow = marks
             self._check_height()
             self.refresh()
+
+    def set_role(self, role: str) -> None:
+        """What this host is to the running jobs beside its GPUs (a rendezvous host)."""
+        if role != self.role:
+            self.role = role
+            self._set_titles(self.view)
 
     # -- columns -------------------------------------------------------------------------
 
@@ -241,7 +248,8 @@ class HostPanel(Widget, can_focus=True):
     def _set_titles(self, view: HostView | None) -> None:
         tags = f" · {', '.join(self.host.tags)}" if self.host.tags else ""
         state = (view or self.status or HostView("", HostState.CONNECTING)).state.value
-        title = f"{self.host.name} · {state}{tags}"
+        role = f" · {self.role}" if self.role else ""
+        title = f"{self.host.name} · {state}{tags}{role}"
         if title != self.border_title:
             self.border_title = title
         subtitle = ""
