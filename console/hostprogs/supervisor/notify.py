@@ -3,9 +3,10 @@ command, with no console open (a part of the supervisor's single source).
 
 The config's ``notify`` (``{"urls": [...], "command": str | None, "on": [events]}``)
 says where and when: ``failed``, ``hung``, ``succeeded``, ``stopped``, ``restarted``,
-``drained``, ``scaled-down`` (a lost host left an elastic job) and ``replaced`` (a spare
-host joined it). Each notification is one JSON object: ``text`` (one line a Slack or
-Mattermost incoming webhook shows as is), ``job``, ``name``, ``event``, ``state``,
+``drained``, ``scaled-down`` (a lost host left an elastic job), ``replaced`` (a spare
+host joined it) and ``slow`` (a rank holds the job back: ``pace/hook.py``). Each
+notification is one JSON object: ``text`` (one line a Slack or Mattermost incoming
+webhook shows as is), ``job``, ``name``, ``event``, ``state``,
 ``reason``, ``host``. A webhook is retried with backoff; the command gets the same fields
 as ``DISTCONSOLE_*`` variables. Both run in threads of their own, so the job never waits
 on them; the supervisor gives them a bounded time to finish before it exits.
@@ -29,6 +30,7 @@ from typing import Any
 
 NOTIFY_EVENTS = (
     "failed", "hung", "succeeded", "stopped", "restarted", "drained", "scaled-down", "replaced",
+    "slow",
 )  # fmt: skip
 NOTIFY_DEFAULT_ON = ("failed", "hung", "succeeded")
 NOTIFY_RETRIES = (0.0, 2.0, 4.0, 8.0, 16.0)  # seconds before each attempt

@@ -91,6 +91,7 @@ class SvPeers(SvLink):
     def from_follower_restart(self, host: str, message: dict[str, Any]) -> None: ...  # restart
     def from_follower_drained(self, host: str, message: dict[str, Any]) -> None: ...  # drain
     def from_spare_joined(self, host: str) -> None: ...  # elastic
+    def from_follower_pace(self, host: str, message: dict[str, Any]) -> None: ...  # pace
     def spare_go(self) -> None: ...  # elastic
     def regroup(self, lost: str, hosts_now: list[str]) -> None: ...  # elastic
 
@@ -225,6 +226,8 @@ class SvPeers(SvLink):
             self.from_follower_drained(peer.host, message)  # drain.py
         elif kind == "spare-joined":
             self.from_spare_joined(peer.host)  # elastic.py
+        elif kind == "pace":
+            self.from_follower_pace(peer.host, message)  # pace/hook.py
         elif kind == "beat":
             if isinstance(message.get("progress"), (int, float)):
                 self.progress[peer.host] = float(message["progress"])

@@ -40,9 +40,6 @@ NOTIFY_DRAIN_S = 60.0
 # A follower's failure this close before the leader's loss was seen still followed it
 # (the loss and a rank's error on it race to this supervisor).
 LEADER_LOSS_SLACK_S = 2.0
-# Nor one that came this long after it (a leader's supervisor that died on a live host
-# leaves the job running: a failure minutes later is the follower's own).
-LEADER_LOSS_WINDOW_S = 300.0
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.guarded_listener import GuardedListener, guarded_dispatch
@@ -53,6 +50,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
         tighten,
         write_atomic,
     )
+    from console.hostprogs.pace.hook import SvPace
     from console.hostprogs.supervisor.drain import SvDrain
     from console.hostprogs.supervisor.elastic import SvElastic
     from console.hostprogs.supervisor.hang import SvHangWatch, sv_hang_api
@@ -74,7 +72,7 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
     from console.hostprogs.supervisor.wire import WireGuard
 
 
-class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
+class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPace, SvPeers):
     """The loop: local processes, peers, policy, state file (see the module doc)."""
 
     def __init__(self, job_dir: str, host: str | None = None) -> None:
@@ -146,6 +144,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
         self.hang_told = False
         self.init_elastic()  # after the policy and peers' state: --min-hosts
         self.init_drain()
+        self.init_pace()  # pace/hook.py: per-rank busy vs wait, the leader's slow ranks
 
     # -- records -------------------------------------------------------------------------
 
@@ -193,10 +192,8 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
         at = record.get("at")
         if self.is_leader or record.get("host") == self.leader_host or lost_at is None:
             return record
-        if isinstance(at, (int, float)) and not (
-            lost_at - LEADER_LOSS_SLACK_S <= at <= lost_at + LEADER_LOSS_WINDOW_S
-        ):
-            return record  # it failed first, or long after: its own failure is the cause
+        if isinstance(at, (int, float)) and at < lost_at - LEADER_LOSS_SLACK_S:
+            return record  # it failed first: its own failure stays the cause
         then = f"then {record.get('process') or 'a process'} on {self.host}: {record['reason']}"
         return {
             **record,
@@ -243,6 +240,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
             "unsupervised": self.unsupervised,  # host -> {at, why}: its supervisor ended
             **self.restart_record(),
             **self.elastic_record(),
+            **self.pace_record(),  # slow_ranks, rank_pace, slow_periods (the leader's)
         }
         write_atomic(self.path(SV_STATE), json.dumps(record) + "\n")
         self.last_write = now
@@ -269,6 +267,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPeers):
         self.horovod_watch()  # elastic.py: before the restarts (a lost host's drop is none)
         self.watch_restarts()
         self.local.tick()
+        self.pace_tick()
         now = time.time()
         if now - self.last_beat >= self.beat_s:
             self.last_beat = now

@@ -39,6 +39,14 @@ PARTS = (
     "supervisor/drain.py",
     "supervisor/hang.py",
     "supervisor/notify.py",
+    # Per-rank pace (issue 32): the meter, the leader's score, the cause in words
+    # (causes.py over its GPU and host readers), and the supervisor's hook.
+    "pace/meter.py",
+    "pace/score.py",
+    "pace/cause_gpu.py",
+    "pace/cause_host.py",
+    "pace/causes.py",
+    "pace/hook.py",
     "supervisor/program.py",
 )
 _ENTRY = "supervisor/program.py"

@@ -283,7 +283,12 @@ class DiscoveredJob:
             # --spare-hosts: planned spares, and those that joined (history.hosts_now).
             "spare_hosts": [str(h) for h in truth.get("spare_hosts") or ()],
             "joins": [j for j in truth.get("joins") or () if isinstance(j, dict)],
+            # Per-rank pace (hostprogs/pace/): the leader's slow ranks and latest window.
+            **{k: [x for x in truth.get(k) or () if isinstance(x, dict)] for k in PACE_KEYS},
         }
+
+
+PACE_KEYS = ("slow_ranks", "rank_pace", "slow_periods")
 
 
 def restarts_of(record: Mapping[str, Any]) -> int:
