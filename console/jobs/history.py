@@ -117,6 +117,7 @@ def plan_from_json(text: str) -> JobPlan:
         max_restarts=int(data.get("max_restarts") or 0),
         min_hosts=int(data.get("min_hosts") or 0),
         rendezvous_host=data.get("rendezvous_host"),
+        slow_threshold=data.get("slow_threshold"),
         notify=Notify(
             urls=tuple(data["notify"].get("urls") or ()),
             command=data["notify"].get("command"),

@@ -131,3 +131,5 @@ class JobPlan:
     # --rendezvous-host: trains nothing, holds the rendezvous and the leader supervisor
     # (its launch, if any, is launches[0]); not in hosts_involved.
     rendezvous_host: str | None = None
+    # --slow-threshold: a rank this many times busier than the median is slow (None: 1.3).
+    slow_threshold: float | None = None

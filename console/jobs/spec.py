@@ -91,6 +91,7 @@ CLI_OPTION: dict[str, str] = {
     "spare_hosts": "--spare-hosts",
     "horovod_elastic": "--horovod-elastic",
     "rendezvous_host": "--rendezvous-host",
+    "slow_threshold": "--slow-threshold",
 }
 
 
@@ -163,6 +164,16 @@ class JobSpec(
     # any training host may be lost (issue 31); None: the leader host's rendezvous_host
     # in hosts.yaml, else the first host holds them.
     rendezvous_host: str | None = None
+    # A rank this many times busier than the median rank for 2 windows is slow
+    # (console/hostprogs/pace/score.py); None: its default, 1.3.
+    slow_threshold: float | None = None
+
+    @field_validator("slow_threshold")
+    @classmethod
+    def _slow_threshold(cls, value: float | None) -> float | None:
+        if value is not None and not 1.05 <= value <= 10:
+            raise ValueError(f"must be 1.05..10 (x the median rank's busy time), got {value}")
+        return value
 
     @field_validator("program")
     @classmethod

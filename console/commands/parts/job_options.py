@@ -114,6 +114,13 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         help="stop a hung job after its capture (it ends failed, cause hung)",
     )
     parser.add_argument(
+        "--slow-threshold",
+        type=float,
+        metavar="X",
+        help="ddp/mpi/horovod: name a rank slow once its busy time is X times the median "
+        "rank's for 2 windows of 15 s in a row (default 1.3; docs/slow-ranks.md)",
+    )
+    parser.add_argument(
         "--notify",
         action="append",
         default=[],
@@ -244,6 +251,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "min_hosts": getattr(args, "min_hosts", None),
         "horovod_elastic": getattr(args, "horovod_elastic", None),
         "rendezvous_host": getattr(args, "rendezvous_host", None),
+        "slow_threshold": getattr(args, "slow_threshold", None),
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)

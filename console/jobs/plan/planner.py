@@ -57,6 +57,8 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
     notify = plan_notify(spec.notify, spec.notify_command, spec.notify_on, leader)
     if notify is not None:
         planned = dataclasses.replace(planned, notify=notify)
+    if spec.slow_threshold is not None:
+        planned = dataclasses.replace(planned, slow_threshold=spec.slow_threshold)
     if spec.hang_timeout is None:
         return planned
     # Every host of the job: an MPI rank on a host without a process of its own loads

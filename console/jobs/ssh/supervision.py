@@ -89,6 +89,8 @@ def supervisor_spec(
         "hang_timeout": plan.hang_timeout,
         "stop_on_hang": plan.stop_on_hang,
         "max_restarts": plan.max_restarts,
+        # Per-rank pace (hostprogs/pace/hook.py): the slow-rank threshold.
+        "pace": {"threshold": plan.slow_threshold} if plan.slow_threshold else {},
         "min_hosts": plan.min_hosts,  # elastic (ddp, Horovod): a lost host above it is a scale-down
         # --rendezvous-host: the leader's host; its store's port tells followers it lives.
         "rendezvous_host": plan.rendezvous_host,
