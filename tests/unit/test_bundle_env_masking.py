@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 from console.inventory import Host, Inventory
@@ -44,6 +45,9 @@ def host_files(planned: JobPlan, spec: JobSpec | None) -> list[HostBundle]:
                 )
                 files[f"{process_name(launch.role, launch.index)}.sh"] = script.encode()
         files["worker-0.out"] = b"step 1 SHORT_ONE=q7 printed by the program\n"
+        # A Slurm job's batch script exports the env as the wrappers do (export/sbatch.py).
+        exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in ENV.items())
+        files["job.sbatch"] = f"#!/bin/bash\n{exports}srun train.py\n".encode()
         bundles.append(HostBundle(host.name, files))
     return bundles
 
@@ -79,6 +83,7 @@ def test_wrappers_job_json_and_plan_json_keep_the_names_and_mask_the_values(
         doc = json.loads(files["hosts/n0/job.json"])
         assert doc["spec"]["env"] == dict.fromkeys(ENV, MASKED)
         assert "SHORT_ONE=q7 printed" in files["hosts/n0/worker-0.out"]
+        assert f"export SHORT_ONE='{MASKED}'" in files["hosts/n0/job.sbatch"]
         if kind == "ps":
             wrapper = files["hosts/n0/ps-0.sh"]
             assert f"export WANDB_API_KEY='{MASKED}'" in wrapper, wrapper

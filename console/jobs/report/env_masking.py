@@ -106,8 +106,12 @@ def _is_env_upload(doc: Mapping[str, Any]) -> bool:
     )
 
 
+SCRIPTS = (".sh", ".sbatch")  # wrappers, a Slurm job's batch script (export NAME=...)
+
+
 def masked_env_bytes(name: str, data: bytes, secrets: EnvSecrets) -> bytes:
-    """A wrapper script (``*.sh``) with the user's values masked; other files as they are."""
-    if not secrets or not name.endswith(".sh"):
+    """A script of the job (:data:`SCRIPTS`) with the user's values masked; other files
+    as they are."""
+    if not secrets or not name.endswith(SCRIPTS):
         return data
     return _masked_text(data.decode("utf-8", "replace"), secrets).encode()
