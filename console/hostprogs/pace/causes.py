@@ -229,7 +229,9 @@ def rank_causes(
     elapsed = time.time() - started
     worst: tuple[float, str] | None = None
     for d, stat in after[0].items():
-        fraction = cause_throttled_fraction(before[0].get(d, {}), stat, elapsed)
+        if d not in before[0]:
+            continue  # read once only: no rate (its counters since boot are no cause)
+        fraction = cause_throttled_fraction(before[0][d], stat, elapsed)
         if fraction is not None and (worst is None or fraction > worst[0]):
             worst = (fraction, d)
     if worst is not None:
