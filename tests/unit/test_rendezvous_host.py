@@ -23,6 +23,7 @@ from console.jobs.plan.planner import plan
 from console.jobs.plan.ports import listen_ports
 from console.jobs.spec import make_spec
 
+TRAINING = ("node0", "node1", "node2")
 HOSTS_YAML = """
 defaults:
   gpus: 2
@@ -278,3 +279,21 @@ def test_jobs_json_the_table_the_jobs_screen_and_the_gpu_screen_show_it_apart(
     assert row.membership == "2 of 3 hosts"
     assert rendezvous_roles([row]) == {"node3": "rendezvous of job-1"}
     assert rendezvous_roles([replace(row, state=JobState.SUCCEEDED)]) == {}
+
+
+def test_preflight_asks_the_rendezvous_host_for_its_python_and_port_not_the_program(
+    inventory: Inventory,
+) -> None:
+    from console.jobs.preflight.job import plan_requests
+
+    planned = ddp(inventory, program="/srv/train.py")
+    spec = make_spec(kind="ddp", program="t.py", hosts=TRAINING, rendezvous_host="node3")
+    requests = plan_requests(
+        planned, inventory, {h: 1 for h in TRAINING}, None, program="/srv/train.py",
+        ports=listen_ports(place(spec, inventory, "job-1")),
+    )  # fmt: skip
+    by_host = {r.host.name: r for r in requests}
+    store = by_host["node3"]
+    assert store.programs == ("/opt/torch/bin/python",) and store.gpus == 0
+    assert store.files == () and [p.what for p in store.ports] == ["master port"]
+    assert by_host["node0"].files == (("~/distconsole", "/srv/train.py"),)

@@ -19,6 +19,7 @@ from console.jobs.models import JobKind, JobPlan, RankLaunch
 from console.jobs.plan.mpi_ranks import ssh_name
 from console.jobs.plan.placement import Placement, place
 from console.jobs.plan.ports import ListenPort, listen_ports
+from console.jobs.plan.rendezvous import ROLE as RENDEZVOUS_ROLE
 from console.jobs.preflight.checks import Finding
 from console.jobs.preflight.health_gate import HealthCheck, judge_health
 from console.jobs.preflight.probe import HostRequest, PreflightReport, run_preflight
@@ -150,7 +151,9 @@ def plan_requests(
         programs = list(dict.fromkeys(ln.argv[0] for ln in own if ln.argv))
         cwds = tuple(dict.fromkeys(ln.cwd for ln in own)) or (rank_cwds.get(name, launcher_cwd),)
         files: tuple[tuple[str, str], ...] = ()
-        if program is not None:
+        # A rendezvous host (--rendezvous-host) runs only our store: not the program.
+        store_only = bool(own) and all(ln.role == RENDEZVOUS_ROLE for ln in own)
+        if program is not None and not store_only:
             if _is_path(program):
                 files = tuple((cwd, program) for cwd in cwds)
             elif program not in programs:
