@@ -124,7 +124,7 @@ class ClusterCollector(Collector):
             PREFIX + "rank_relative_speed",
             "The rank's pace against the job's median rank over the last window: the median "
             "rank's busy (compute) time over this rank's; 1 is the median, 0.5 half as fast. "
-            "A rank is scored slow under 1/1.3 for two windows in a row.",
+            "A rank is scored slow under 1/1.3 (--slow-threshold) for two windows in a row.",
         )
         for job in snap.jobs:
             for p in job.pace:
