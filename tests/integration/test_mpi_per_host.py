@@ -32,6 +32,7 @@ from console.jobs.preflight.probe import PreflightReport
 from console.jobs.spec import make_spec
 from console.jobs.ssh.runner import JobRunner
 from console.transport.pool import ClusterConnections
+from tests.integration.test_secrets_horovod import SITE, with_site_env
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow, pytest.mark.mpi]
 
@@ -41,9 +42,9 @@ JOB_TIMEOUT_S = 60
 REPORT = """\
 import os, pwd
 uid = os.getuid()
-line = "rank=%s user=%s uid=%d home=%s cwd=%s value=%s\\n" % (
+line = "rank=%s user=%s uid=%d home=%s cwd=%s value=%s site=%s\\n" % (
     os.environ["OMPI_COMM_WORLD_RANK"], pwd.getpwuid(uid).pw_name, uid, os.environ["HOME"],
-    os.getcwd(), os.environ.get("DISTCONSOLE_TEST_VALUE"),
+    os.getcwd(), os.environ.get("DISTCONSOLE_TEST_VALUE"), os.environ.get("SITE_TOKEN"),
 )
 os.write(1, line.encode())
 """
@@ -87,6 +88,7 @@ async def test_mpirun_four_ranks_on_two_per_host_users_with_logs_from_each_host(
     cluster = sshd_cluster(n=2)
     assert cluster.hosts[0].user != cluster.hosts[1].user
     cluster.write_inventory(interface="lo")
+    with_site_env(cluster.inventory_path)  # each host its own inventory value
     put_report(cluster)
     data = tmp_path / "data"
     data.mkdir()
@@ -102,6 +104,9 @@ async def test_mpirun_four_ranks_on_two_per_host_users_with_logs_from_each_host(
         # Different users and ports: hosts by inventory name, no single -p.
         assert argv[argv.index("-H") + 1] == "node0:2,node1:2"
         assert "plm_rsh_args" not in argv
+        # node1's inventory value differs from the launcher's: in its 0600 file, not in
+        # the rank wrapper's text (in mpirun's argv); node0's travels by -x SITE_TOKEN.
+        assert SITE["node1"] not in " ".join(argv) and "SITE_TOKEN" in argv
         job = await runner.launch(plan)
         state = await asyncio.wait_for(job.wait(), JOB_TIMEOUT_S)
         assert state is JobState.SUCCEEDED, job.failure and job.failure.describe()
@@ -117,7 +122,7 @@ async def test_mpirun_four_ranks_on_two_per_host_users_with_logs_from_each_host(
     for rank, (host, text) in seen.items():
         expected = (
             f"rank={rank} user={host.user} uid={host.uid} home={host.home} "
-            f"cwd={host.home}/distconsole value=a b'c"
+            f"cwd={host.home}/distconsole value=a b'c site={SITE[host.name]}"
         )
         assert text.strip() == expected, (rank, text)
     assert [seen[r][0].name for r in range(4)] == ["node0", "node0", "node1", "node1"]

@@ -1,7 +1,9 @@
 """Under horovodrun --gloo the inventory's ``env`` (a value per host) goes in each host's
 0600 ``env.HOST.secret`` with the user's ``--env`` values: horovodrun puts its whole
 environment in every rank's argv, and the rank wrapper (``mpi_ranks.py``) is itself in
-horovodrun's argv. Real horovodrun on sshd hosts: tests/integration/test_secrets_horovod.py."""
+horovodrun's argv. Under mpirun (whose argv also holds the wrapper) a host's inventory
+values that differ from the launcher's go in its file. Real horovodrun on sshd hosts:
+tests/integration/test_secrets_horovod.py; real mpirun: test_mpi_per_host.py."""
 
 from __future__ import annotations
 
@@ -38,9 +40,24 @@ def test_each_hosts_inventory_values_travel_in_its_own_file_and_in_no_argv() -> 
     assert files["n2"].data == "export USER_KEY=u-1\n"  # nothing of its own in the inventory
 
 
-def test_mpirun_forwards_names_and_keeps_no_file() -> None:
+def test_mpirun_forwards_names_and_a_hosts_own_inventory_values_go_in_its_file() -> None:
     spec = make_spec(kind="mpi", program="train.py", gpus_per_host=1, env={"USER_KEY": "u-1"})
     planned = plan(spec, INVENTORY, job_id="mpi-1")
-    assert not [u for u in planned.uploads if u.resource == SECRET_ENV_RESOURCE]
     [launch] = planned.launches
-    assert "u-1" not in " ".join(launch.argv) and "USER_KEY" in launch.argv
+    argv = " ".join(launch.argv)
+    # -x NAME forwards the launcher's values (its wrapper, a 0600 file, sets them).
+    assert "u-1" not in argv and "USER_KEY" in launch.argv and "SITE_TOKEN" in launch.argv
+    assert launch.env["SITE_TOKEN"] == SITE["n0"] and SITE["n0"] not in argv
+    # n1's own value differed from the launcher's: it was in the rank wrapper's text,
+    # in every rank's argv; now in n1's file.
+    assert SITE["n1"] not in argv
+    files = {u.host: u.data for u in planned.uploads if u.resource == SECRET_ENV_RESOURCE}
+    assert files == {"n0": "", "n1": "export SITE_TOKEN=site-n1-Hq72\n", "n2": ""}
+    assert "unset SITE_TOKEN" in argv  # n2 has none: a name, no value
+
+
+def test_mpirun_with_one_inventory_env_everywhere_keeps_no_file() -> None:
+    same = tuple(h.model_copy(update={"env": {"SITE_TOKEN": "same"}}) for h in HOSTS)
+    inventory = Inventory(path="/nowhere/hosts.yaml", hosts=same)
+    planned = plan(make_spec(kind="mpi", program="t.py", gpus_per_host=1), inventory, job_id="m")
+    assert not [u for u in planned.uploads if u.resource == SECRET_ENV_RESOURCE]

@@ -208,17 +208,25 @@ def plan_mpi(p: Placement) -> JobPlan:
     envs = {h.name: _env(p, h, world_size, spr) for h in p.hosts}
     # Under horovodrun --gloo the user's and the inventory's values go in a file per
     # host, not in its environment nor in the rank wrapper (both end up in argv).
-    hidden = mpi_secrets.hidden_env(p, envs)
-    names = mpi_secrets.hidden_names(hidden)
+    # Under mpirun a host's inventory values that differ from the launcher's (they were
+    # in the wrapper's text, in every rank's argv).
+    hidden = mpi_secrets.hidden_env(p, envs, launcher.name)
+    gone = mpi_secrets.hidden_names(hidden) if mpi_secrets.uses_env_file(p) else frozenset()
+    env = {k: v for k, v in envs[launcher.name].items() if k not in gone}
 
-    def shown(values: dict[str, str], host: str | None = None) -> dict[str, str]:
-        gone = names if host is None else hidden.get(host, {})
-        return {k: v for k, v in values.items() if k not in gone}
+    def seen_by_wrapper(host: str) -> dict[str, str]:
+        """``host``'s env less what its file sets: read as the launcher's (no export)."""
+        own = dict(envs[host])
+        for key in hidden.get(host, {}):
+            if key in env:
+                own[key] = env[key]
+            else:
+                own.pop(key, None)
+        return own
 
-    env = shown(envs[launcher.name])
     # Each host's rank runs its own python, paths and env (see console/jobs/plan/mpi_ranks.py).
     programs = {h.name: program_argv(spec, h.host.python, h.job_dir, args) for h in p.hosts}
-    exports = {h.name: rank_exports(env, shown(envs[h.name], h.name)) for h in p.hosts}
+    exports = {h.name: rank_exports(env, seen_by_wrapper(h.name)) for h in p.hosts}
     horovod_elastic.check_restarts(p)
     elastic = horovod_elastic.uses_elastic(p)
     script = rank_script(p, programs, exports, elastic=elastic, env_file=bool(hidden))

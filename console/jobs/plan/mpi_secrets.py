@@ -9,7 +9,8 @@ a 0600 file in its own host's job directory (an upload of the plan, sourced by t
 rank's wrapper: ``mpi_ranks.py``) instead of through horovodrun or the wrapper's text
 (itself in horovodrun's argv). What horovodrun reads itself stays in its environment:
 its settings (``HOROVOD_*``) and the search paths. mpirun, and horovodrun --mpi which
-runs it, forward with ``-x NAME``: names only, never values.
+runs it, forward with ``-x NAME``: names only, never values; under them the file holds
+a host's inventory values that differ from the launcher host's.
 """
 
 from __future__ import annotations
@@ -32,24 +33,27 @@ def uses_env_file(p: Placement) -> bool:
     return p.spec.kind is JobKind.HOROVOD and p.spec.horovod_launcher == "gloo"
 
 
-def hidden_env(p: Placement, envs: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+def hidden_env(
+    p: Placement, envs: Mapping[str, Mapping[str, str]], launcher: str
+) -> dict[str, dict[str, str]]:
     """Per host (``envs``: each host's job environment), the values that travel in its
-    file: the user's (``--env``, ``--env-file``) and its inventory ``env``, those its
-    environment keeps as given (a value the job cannot run without wins over them),
-    less horovodrun's own. Inventory values differ per host, so each host's file holds
-    its own."""
-    if not uses_env_file(p):
-        return {}
+    file, those its environment keeps as given (a value the job cannot run without wins
+    over them). Under horovodrun --gloo: the user's (``--env``, ``--env-file``) and the
+    host's inventory ``env``, less horovodrun's own. Under mpirun: the host's inventory
+    values that differ from the launcher's (``-x`` forwards the launcher's by name; a
+    difference was in the rank wrapper's text, which is in every rank's argv)."""
+    gloo = uses_env_file(p)
+    base = envs.get(launcher, {})
     hidden: dict[str, dict[str, str]] = {}
     for h in p.hosts:
-        given = {**h.host.env, **p.spec.env}
+        given = {**h.host.env, **p.spec.env} if gloo else dict(h.host.env)
         own = envs.get(h.name, {})
         hidden[h.name] = {
             key: value
             for key, value in given.items()
             if own.get(key) == value
             and key not in LAUNCHER_READS
-            and not key.startswith(LAUNCHER_PREFIX)
+            and (base.get(key) != value if not gloo else not key.startswith(LAUNCHER_PREFIX))
         }
     return hidden if any(hidden.values()) else {}
 
