@@ -297,3 +297,16 @@ def test_preflight_asks_the_rendezvous_host_for_its_python_and_port_not_the_prog
     assert store.programs == ("/opt/torch/bin/python",) and store.gpus == 0
     assert store.files == () and [p.what for p in store.ports] == ["master port"]
     assert by_host["node0"].files == (("~/distconsole", "/srv/train.py"),)
+
+
+def test_the_launch_forms_field_reaches_the_spec_and_shows_its_problem() -> None:
+    from console.ui.screens.launch_fields import LABELS, form_to_spec
+
+    assert LABELS["rendezvous_host"] == "Rendezvous host"
+    base = {"kind": "ddp", "hosts": ["node0"], "program": "t.py"}
+    spec, errors = form_to_spec({**base, "rendezvous_host": " node3 "})
+    assert errors == {} and spec is not None and spec.rendezvous_host == "node3"
+    spec, errors = form_to_spec({**base, "rendezvous_host": "node0"})
+    assert spec is None and errors["rendezvous_host"].startswith("node0 is one of the job's")
+    spec, errors = form_to_spec({**base, "kind": "ps", "rendezvous_host": "node3"})
+    assert spec is None and "not ps" in errors["rendezvous_host"]
