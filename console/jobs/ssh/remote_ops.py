@@ -50,7 +50,7 @@ def jobctl_source() -> str:
     """The helper's code, ``jobctl_common.py`` first, without docstrings: it travels on
     the command line, where ``ps`` on the host shows it; a first comment line says what
     it is."""
-    parts = [_without_docstring(name) for name in ("common.py", "program.py")]
+    parts = [_without_docstring(name) for name in ("common.py", "stop.py", "program.py")]
     body = "\n".join(ln for part in parts for ln in part.splitlines() if ln.strip() != _FUTURE)
     return f"# distconsole job helper (console/hostprogs/jobctl/program.py)\n{_FUTURE}\n{body}\n"
 
