@@ -98,11 +98,25 @@ def ssh_config(cluster: Any, path: Path) -> Path:
     return path
 
 
+def write_inventory(cluster: Any, count: int, standin: Path, work: Path) -> Path:
+    """The cluster's inventory with the product's connect_timeout (10 s), not the tests'
+    3 s: pdsh's ssh waits as long as a handshake takes, and at load 20-40 here a 3 s
+    bound left half of the 64 hosts unanswered."""
+    from console.inventory import Host
+
+    return Path(
+        cluster.write_inventory(
+            work / f"hosts{count}.yaml",
+            setup=f"export PATH={standin}:$PATH",
+            connect_timeout=Host.model_fields["connect_timeout"].default,
+        )
+    )
+
+
 def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -> dict[str, Any]:
     names = [h.name for h in cluster.hosts[:count]]
-    inventory = cluster.write_inventory(
-        work / f"hosts{count}.yaml", setup=f"export PATH={standin}:$PATH"
-    )
+    inventory = write_inventory(cluster, count, standin, work)
+    load = os.getloadavg()[0]
     # The inventory lists every host of the cluster; --host picks the first ``count``.
     gpus_cmd = [PYTHON, "-m", "console", "gpus", "--json", str(inventory)]
     for name in names:
@@ -121,6 +135,7 @@ def run_pair(cluster: Any, count: int, fanout: int, standin: Path, work: Path) -
     # The console's own start: the gpus command's imports and parser, no host contacted.
     start_wall, start_cpu, _ = timed([PYTHON, "-m", "console", "gpus", "--help"])
     return {
+        "load": load,
         "start_wall": start_wall,
         "start_cpu": start_cpu,
         "gpus_wall": wall,
@@ -136,9 +151,7 @@ def timeline_runs(cluster: Any, count: int, repeat: int, standin: Path, work: Pa
     """``gpus --json`` on the first ``count`` hosts through ``bench/gpus_timeline.py``
     (the time and console CPU at each step), ``repeat`` times: one dict per run."""
     names = [h.name for h in cluster.hosts[:count]]
-    inventory = cluster.write_inventory(
-        work / f"hosts{count}.yaml", setup=f"export PATH={standin}:$PATH"
-    )
+    inventory = write_inventory(cluster, count, standin, work)
     runs = []
     for _ in range(repeat):
         cmd = [PYTHON, str(ROOT / "bench" / "gpus_timeline.py"), repr(time.time())]
@@ -294,7 +307,7 @@ def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -
 
     header = (
         f"{'hosts':>5}  {'gpus --json wall':>16}  {'console CPU':>11}  {'pdsh wall':>9}  "
-        f"{'pdsh CPU':>8}  {'wall ratio':>10}  {'CPU ratio':>9}  {'answered':>13}"
+        f"{'pdsh CPU':>8}  {'wall ratio':>10}  {'CPU ratio':>9}  {'answered':>13}  {'load':>9}"
     )
     print()
     print_header(header)
@@ -303,9 +316,10 @@ def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -
         answered = f"{min(r['gpus_sampled'] for r in runs)}/{min(r['pdsh_hosts'] for r in runs)}"
         wall_ratio = fmt(pw / gw if gw else None, ".2f")
         cpu_ratio = fmt(pc / gc if gc else None, ".1f")
+        loads = f"{min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}"
         print(
             f"{n:>5}  {gw:>14.2f} s  {gc:>9.2f} s  {pw:>7.2f} s  {pc:>6.2f} s  "
-            f"{wall_ratio:>9}x  {cpu_ratio:>8}x  {answered:>13}"
+            f"{wall_ratio:>9}x  {cpu_ratio:>8}x  {answered:>13}  {loads:>9}"
         )
     starts = [r for runs in results.values() for r in runs]
     print(
@@ -316,7 +330,8 @@ def _print(results: dict[int, list[dict[str, Any]]], args: argparse.Namespace) -
     print(
         "wall ratio: pdsh / gpus (> 1: gpus is faster); CPU ratio: pdsh's console-side CPU "
         "(pdsh + its ssh clients) / gpus's; answered: hosts with GPUs in gpus' JSON / hosts "
-        "that answered pdsh"
+        "that answered pdsh; load: the 1-minute load average before each gpus run (this "
+        "machine's other work shares its cores with both)"
     )
     print("targets: gpus --json faster in wall time, >= 5x less console CPU")
     print(f"command: python bench/gpus_cli.py --hosts {','.join(map(str, results))} "
