@@ -40,6 +40,9 @@ NOTIFY_DRAIN_S = 60.0
 # A follower's failure this close before the leader's loss was seen still followed it
 # (the loss and a rank's error on it race to this supervisor).
 LEADER_LOSS_SLACK_S = 2.0
+# Nor one that came this long after it (a leader's supervisor that died on a live host
+# leaves the job running: a failure minutes later is the follower's own).
+LEADER_LOSS_WINDOW_S = 300.0
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
     from console.hostprogs.guarded_listener import GuardedListener, guarded_dispatch
@@ -192,8 +195,10 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPace, SvPeers):
         at = record.get("at")
         if self.is_leader or record.get("host") == self.leader_host or lost_at is None:
             return record
-        if isinstance(at, (int, float)) and at < lost_at - LEADER_LOSS_SLACK_S:
-            return record  # it failed first: its own failure stays the cause
+        if isinstance(at, (int, float)) and not (
+            lost_at - LEADER_LOSS_SLACK_S <= at <= lost_at + LEADER_LOSS_WINDOW_S
+        ):
+            return record  # it failed first, or long after: its own failure is the cause
         then = f"then {record.get('process') or 'a process'} on {self.host}: {record['reason']}"
         return {
             **record,
