@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +22,21 @@ from sshd_cluster import (
 
 if TYPE_CHECKING:
     from scripted_ssh import ScriptedSshServer
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test module may define ``start_early(items)``: called once collection ends with
+    its selected items, it starts slow set-up that mostly waits (the quick start's pip
+    install, tests/integration/test_demo_quickstart.py) to run beside the tests before it."""
+    if session.config.option.collectonly:
+        return
+    by_module: dict[Any, list[pytest.Item]] = {}
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if callable(getattr(module, "start_early", None)):
+            by_module.setdefault(module, []).append(item)
+    for module, items in by_module.items():
+        module.start_early(items)
 
 
 @pytest.fixture

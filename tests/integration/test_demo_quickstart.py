@@ -6,18 +6,27 @@ working tree (tracked and untracked, not ignored files: what a fresh clone would
 the change under test). Pip's own configuration and cache are the machine's, as they
 would be for a user. Then that venv's ``distconsole demo --serve`` and ``distconsole
 launch`` run the bundled examples on the demo, nothing else on PATH.
+
+The install waits on the package index far more than it computes (a dry run here: 14 s of
+CPU in 220 s), so it starts as soon as collection ends (``start_early``, called by
+tests/conftest.py) and runs beside the tests before this module; the fixture waits for it.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -78,13 +87,21 @@ def clean_env(venv: Path, data: Path) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="module")
-def fresh_install(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[Path, dict[str, str]]]:
-    if not shutil.which("git"):
-        pytest.skip("git is needed to copy the working tree")
-    root = tmp_path_factory.mktemp("quickstart")
+@dataclass
+class Install:
+    """The quick start's install, running or done, in its own root folder."""
+
+    root: Path
+    venv: Path
+    env: dict[str, str]
+    argv: list[str]
+    process: subprocess.Popen[bytes]
+    started: float
+
+
+def begin_install(root: Path) -> Install:
+    """A copy of the working tree, a brand-new venv, then its pip running the README's
+    install command (not waited for)."""
     source = root / "distconsole"
     copy_tree(source)
     venv = root / "venv"
@@ -92,14 +109,85 @@ def fresh_install(
     subprocess.run([str(base_python), "-m", "venv", str(venv)], check=True, timeout=120)
     env = clean_env(venv, root / "data")
     argv = [str(venv / "bin" / "pip"), *install_argv()[1:]]
-    started = time.monotonic()
-    result = subprocess.run(
-        argv, cwd=source, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
-    )
-    took = time.monotonic() - started
-    assert result.returncode == 0, f"{shlex.join(argv)} failed:\n{result.stderr[-3000:]}"
-    print(f"\nquick start install: {shlex.join(install_argv())} took {took:.0f} s")
-    yield venv, env
+    # Files, not pipes: nobody reads a pipe while it runs early, and a full one stalls pip.
+    with (root / "pip.out").open("w") as out, (root / "pip.err").open("w") as err:
+        process = subprocess.Popen(argv, cwd=source, env=env, stdout=out, stderr=err)
+    return Install(root, venv, env, argv, process, time.monotonic())
+
+
+def finish_install(install: Install) -> None:
+    waited_from = time.monotonic()
+    try:
+        code = install.process.wait(timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        install.process.kill()
+        install.process.wait()
+        raise AssertionError(f"{shlex.join(install.argv)} took over {INSTALL_TIMEOUT_S} s") from exc
+    waited = time.monotonic() - waited_from
+    err = (install.root / "pip.err").read_text(errors="replace")
+    assert code == 0, f"{shlex.join(install.argv)} failed:\n{err[-3000:]}"
+    begun = waited_from - install.started
+    print(f"\nquick start install: {shlex.join(install_argv())} begun {begun:.0f} s before")
+    print(f"the tests that needed it, which then waited {waited:.0f} s for it")
+
+
+_early: list[Install] = []
+_starting: list[threading.Thread] = []
+
+
+def start_early(items: Sequence[pytest.Item]) -> None:
+    """Called by tests/conftest.py once collection ends: begins the install when a
+    selected test needs it."""
+    if _early or not shutil.which("git"):
+        return
+    if not any("fresh_install" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    # The tmp_path_factory fixture's own factory, so the venv stays with the run's other
+    # temporary files (pytest keeps the last 3 runs'): deleting 1 GB of venv in the test
+    # took minutes on a loaded machine.
+    factory = getattr(items[0].config, "_tmp_path_factory", None)
+    if isinstance(factory, pytest.TempPathFactory):
+        root = factory.mktemp("quickstart")
+    else:
+        root = Path(tempfile.mkdtemp(prefix="distconsole-quickstart-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+    atexit.register(_stop)  # a run stopped before the fixture leaves no pip running
+
+    def begin() -> None:
+        # On an error the fixture installs again, inline, and fails there saying why.
+        with contextlib.suppress(Exception):
+            _early.append(begin_install(root))
+
+    # A thread: copying the tree and making the venv take seconds too, and the first
+    # tests need not wait for them.
+    thread = threading.Thread(target=begin, name="quickstart-install", daemon=True)
+    _starting.append(thread)
+    thread.start()
+
+
+def _stop() -> None:
+    for thread in _starting:
+        thread.join(timeout=150)
+    for install in _early:
+        if install.process.poll() is None:
+            install.process.kill()
+            install.process.wait()
+
+
+@pytest.fixture(scope="module")
+def fresh_install(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, dict[str, str]]]:
+    if not shutil.which("git"):
+        pytest.skip("git is needed to copy the working tree")
+    for thread in _starting:
+        thread.join()
+    install = _early[0] if _early else begin_install(tmp_path_factory.mktemp("quickstart"))
+    try:
+        finish_install(install)
+    finally:
+        _stop()
+    yield install.venv, install.env
 
 
 def test_the_quick_start_ends_by_opening_the_demo() -> None:
