@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.widgets import Static
 from ui_fixtures import FROZEN_NOW, gpu_inventory, gpu_views
 
@@ -18,7 +19,7 @@ from console.jobs.spec import make_spec
 from console.ui.app import DistConsoleApp
 from console.ui.jobs_service import JobRow, row_of_summary, with_pace
 from console.ui.screens.cluster import ClusterScreen
-from console.ui.screens.jobs import JobsScreen
+from console.ui.screens.jobs import KEYS, JobsScreen
 from console.ui.screens.logs import LogsScreen
 from console.ui.widgets.gpu_panel import HostPanel
 
@@ -104,7 +105,8 @@ async def test_the_gpu_panel_jobs_screen_and_logs_header_mark_the_slow_rank() ->
         assert isinstance(jobs, JobsScreen)
         detail = str(jobs.query_one("#job-detail", Static).render())
         assert "slow rank 2 on node0 busy 1.8x the median" in detail
-        assert jobs._cells[JOB][3].plain == "running · slow: rank 2"  # type: ignore[union-attr]
+        state = jobs._cells[JOB][KEYS.index("state")]
+        assert isinstance(state, Text) and state.plain == "running · slow: rank 2"
 
         planned = plan(make_spec(kind="ddp", program="train.py"), gpu_inventory(), job_id=JOB)
         logs = LogsScreen(planned, app.services, follow_hosts=False)
