@@ -118,6 +118,7 @@ def plan_from_json(text: str) -> JobPlan:
         min_hosts=int(data.get("min_hosts") or 0),
         rendezvous_host=data.get("rendezvous_host"),
         slow_threshold=data.get("slow_threshold"),
+        exclude_slow=data.get("exclude_slow"),
         notify=Notify(
             urls=tuple(data["notify"].get("urls") or ()),
             command=data["notify"].get("command"),

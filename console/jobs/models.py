@@ -133,3 +133,5 @@ class JobPlan:
     rendezvous_host: str | None = None
     # --slow-threshold: a rank this many times busier than the median is slow (None: 1.3).
     slow_threshold: float | None = None
+    # --exclude-slow: minutes a follower's rank may stay slow before its host is drained.
+    exclude_slow: float | None = None

@@ -92,6 +92,7 @@ CLI_OPTION: dict[str, str] = {
     "horovod_elastic": "--horovod-elastic",
     "rendezvous_host": "--rendezvous-host",
     "slow_threshold": "--slow-threshold",
+    "exclude_slow": "--exclude-slow",
 }
 
 
@@ -167,6 +168,15 @@ class JobSpec(
     # A rank this many times busier than the median rank for 2 windows is slow
     # (console/hostprogs/pace/score.py); None: its default, 1.3.
     slow_threshold: float | None = None
+    # Elastic ddp: a host whose rank is slow this many minutes is drained (a scale-down).
+    exclude_slow: float | None = None
+
+    @field_validator("exclude_slow")
+    @classmethod
+    def _exclude_slow(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value <= 24 * 60:
+            raise ValueError(f"must be minutes above 0 (at most a day), got {value}")
+        return value
 
     @field_validator("slow_threshold")
     @classmethod

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from console.commands.parts.job_options import add_job_options
-from console.errors import JobSpecError
-from console.hostprogs.pace.hook import pace_settings
+from console.errors import JobSpecError, PlanError
+from console.hostprogs.pace.hook import pace_exclusions, pace_settings
 from console.hostprogs.supervisor.notify import NOTIFY_DEFAULT_ON, NOTIFY_EVENTS
 from console.inventory import load
 from console.jobs.history import plan_from_json, plan_to_json
@@ -61,3 +61,38 @@ def test_the_cli_option_and_the_notify_event() -> None:
     add_job_options(parser)
     assert parser.parse_args(["--slow-threshold", "1.5"]).slow_threshold == 1.5
     assert "slow" in NOTIFY_EVENTS and "slow" not in NOTIFY_DEFAULT_ON
+
+
+def test_exclude_slow_needs_an_elastic_ddp_job_and_reaches_the_supervisors(
+    tmp_path: Path,
+) -> None:
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text(
+        "hosts:\n  - {name: n0, address: 10.0.0.1, gpus: 1}\n"
+        "  - {name: n1, address: 10.0.0.2, gpus: 1}\n"
+    )
+    inventory = load(hosts)
+    with pytest.raises(PlanError, match=r"--exclude-slow .* --min-hosts"):
+        plan(make_spec(kind="ddp", program="t.py", exclude_slow=5), inventory, job_id="j-3")
+    with pytest.raises(JobSpecError) as info:
+        make_spec(kind="ddp", program="t.py", exclude_slow=0)
+    assert info.value.field == "exclude_slow"
+    elastic = make_spec(kind="ddp", program="t.py", exclude_slow=5, min_hosts=1, max_restarts=1)
+    planned = plan(elastic, inventory, job_id="j-4")
+    assert plan_from_json(plan_to_json(planned)).exclude_slow == 5
+    cfg = supervisor_spec(
+        planned, "n1", leader=inventory.hosts[0], leader_port=1, secret="k", grace_s=5
+    )["config"]
+    assert cfg["exclude_slow_s"] == 300
+
+
+def test_the_leader_drains_a_follower_slow_long_enough_once_never_itself() -> None:
+    slow = [
+        {"rank": 0, "host": "n0", "relative": 2.0, "cause": "c0", "since": 0.0},
+        {"rank": 1, "host": "n1", "relative": 1.8, "cause": "CPU: quota", "since": 0.0},
+        {"rank": 2, "host": "n2", "relative": 1.5, "cause": "c2", "since": 200.0},
+    ]
+    assert pace_exclusions(slow, 299.0, 300.0, "n0", set()) == {}
+    found = pace_exclusions(slow, 300.0, 300.0, "n0", set())
+    assert found == {"n1": "rank 1 slow for 5 min (1.8x the median: CPU: quota)"}
+    assert pace_exclusions(slow, 600.0, 300.0, "n0", {"n1"}).keys() == {"n2"}

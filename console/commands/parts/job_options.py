@@ -121,6 +121,13 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "rank's for 2 windows of 15 s in a row (default 1.3; docs/slow-ranks.md)",
     )
     parser.add_argument(
+        "--exclude-slow",
+        type=float,
+        metavar="MINUTES",
+        help="ddp with --min-hosts: drain a host (not the first) whose rank stays slow "
+        "this many minutes, as a host with a failing GPU is: a scale-down",
+    )
+    parser.add_argument(
         "--notify",
         action="append",
         default=[],
@@ -252,6 +259,7 @@ def spec_from_args(args: argparse.Namespace) -> JobSpec:
         "horovod_elastic": getattr(args, "horovod_elastic", None),
         "rendezvous_host": getattr(args, "rendezvous_host", None),
         "slow_threshold": getattr(args, "slow_threshold", None),
+        "exclude_slow": getattr(args, "exclude_slow", None),
     }
     if getattr(args, "notify", None):
         fields["notify"] = tuple(args.notify)

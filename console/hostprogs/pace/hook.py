@@ -46,6 +46,25 @@ def pace_cause(pid: int, gpu: int | None) -> str:
     return text[:300] or "unknown"
 
 
+def pace_exclusions(
+    slow: list[dict[str, Any]], now: float, after_s: float, leader: str, done: set
+) -> dict[str, str]:
+    """``--exclude-slow``: host -> why, for each host (not the leader's: its agent holds
+    the rendezvous) with a rank slow for ``after_s`` or more, not drained before."""
+    found: dict[str, str] = {}
+    for rank in slow:
+        host = str(rank.get("host"))
+        since = rank.get("since")
+        if host == leader or host in done or host in found or not isinstance(since, float):
+            continue
+        if now - since >= after_s:
+            found[host] = (
+                f"rank {rank.get('rank')} slow for {(now - since) / 60:.0f} min "
+                f"({rank.get('relative')}x the median: {rank.get('cause')})"
+            )
+    return found
+
+
 def pace_settings(cfg: dict[str, Any]) -> dict[str, float] | None:
     """The job's pace knobs, or None where the job is not scored."""
     pace = cfg.get("pace", {})
@@ -70,13 +89,20 @@ class SvPace:
     dirty: bool
     notifier: Any
 
+    peers: list[Any]
+
     if TYPE_CHECKING:  # provided by the supervisor and its other parts (never shadowed)
 
         def event(self, event: str, **details: Any) -> None: ...
         def send_leader(self, message: dict[str, Any]) -> None: ...
+        def pack(self, message: dict[str, Any]) -> bytes: ...
+        def drain(self, why: str) -> None: ...
 
     def init_pace(self) -> None:
         self.pace_settings = pace_settings(self.cfg)
+        # --exclude-slow (elastic ddp): drain a follower whose rank is slow this long.
+        self.pace_exclude_s = float(self.cfg.get("exclude_slow_s") or 0)
+        self.pace_excluded: set = set()
         self.pace_meter = PaceMeter(self.job_id)
         self.pace_last = 0.0
         self.pace_causes: dict[int, tuple[float, str]] = {}  # rank -> (when asked, text)
@@ -151,6 +177,21 @@ class SvPace:
                 self.notifier.notify("slow", "running", reason, str(change["host"]))
             else:
                 self.event("rank-recovered", **{k: v for k, v in change.items() if k != "event"})
+        if self.pace_exclude_s > 0:
+            slow = self.pace_board.record()["slow_ranks"]
+            found = pace_exclusions(slow, now, self.pace_exclude_s, self.host, self.pace_excluded)
+            for host, why in found.items():
+                self.pace_excluded.add(host)
+                self.event("exclude-slow", peer=host, why=why)
+                for peer in self.peers:
+                    if peer.host == host:
+                        peer.send(self.pack({"type": "drain", "why": why}))
+
+    def from_leader_drain(self, message: dict[str, Any]) -> None:
+        """A follower told by the leader to leave the job (``--exclude-slow``): drained as
+        a failing GPU's host is (drain.py), if this host may be drained at all."""
+        if getattr(self, "drain_on", False) and getattr(self, "drained", None) is None:
+            self.drain(str(message.get("why") or "slow"))
 
     def pace_record(self) -> dict[str, Any]:
         if self.pace_board is None:

@@ -92,6 +92,7 @@ class SvPeers(SvLink):
     def from_follower_drained(self, host: str, message: dict[str, Any]) -> None: ...  # drain
     def from_spare_joined(self, host: str) -> None: ...  # elastic
     def from_follower_pace(self, host: str, message: dict[str, Any]) -> None: ...  # pace
+    def from_leader_drain(self, message: dict[str, Any]) -> None: ...  # pace
     def spare_go(self) -> None: ...  # elastic
     def regroup(self, lost: str, hosts_now: list[str]) -> None: ...  # elastic
 
@@ -260,6 +261,8 @@ class SvPeers(SvLink):
             self.capture()
         elif kind == "spare-go":
             self.spare_go()  # elastic.py: the first round formed, a spare's agent may start
+        elif kind == "drain":
+            self.from_leader_drain(message)  # pace/hook.py: --exclude-slow
         elif kind == "member-lost":  # elastic.py: a scale-down; stop workers still waiting
             self.regroup(str(message.get("host")), list(message.get("hosts_now") or ()))
 

@@ -59,6 +59,13 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
         planned = dataclasses.replace(planned, notify=notify)
     if spec.slow_threshold is not None:
         planned = dataclasses.replace(planned, slow_threshold=spec.slow_threshold)
+    if spec.exclude_slow is not None:
+        if planned.kind is not JobKind.DDP or not planned.min_hosts:
+            raise PlanError(
+                "--exclude-slow drains a slow host from an elastic ddp job: it needs "
+                "--kind ddp with --min-hosts (or the leader host's min_hosts)"
+            )
+        planned = dataclasses.replace(planned, exclude_slow=spec.exclude_slow)
     if spec.hang_timeout is None:
         return planned
     # Every host of the job: an MPI rank on a host without a process of its own loads

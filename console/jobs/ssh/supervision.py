@@ -91,6 +91,7 @@ def supervisor_spec(
         "max_restarts": plan.max_restarts,
         # Per-rank pace (hostprogs/pace/hook.py): the slow-rank threshold.
         "pace": {"threshold": plan.slow_threshold} if plan.slow_threshold else {},
+        "exclude_slow_s": plan.exclude_slow * 60 if plan.exclude_slow else 0,
         "min_hosts": plan.min_hosts,  # elastic (ddp, Horovod): a lost host above it is a scale-down
         # --rendezvous-host: the leader's host; its store's port tells followers it lives.
         "rendezvous_host": plan.rendezvous_host,
