@@ -65,12 +65,13 @@ class HostsScreen(Screen[None]):
 
     BINDINGS = [
         # Priority: the table's own Enter would only "select" the row.
-        Binding("enter", "detail", "Host detail", priority=True),
+        Binding("enter", "detail", "Details", priority=True),
         Binding("r", "reconnect", "Reconnect"),
-        Binding("R", "reconnect_all", "Reconnect all", key_display="R"),
-        # Off the footer, which is full at 120 columns (`l Launch` was cut): `?` and the
-        # palette (`:` Validate all hosts) list them.
-        Binding("v", "validate", "Validate", show=False),
+        # The footer is full at 120 columns (`l Launch` was cut) and at 80 in its compact
+        # form: `v` is shown (a newcomer looks for it there), `R` and `V` are left to `?`
+        # and the palette (`:` Reconnect all / Validate all hosts).
+        Binding("R", "reconnect_all", "Reconnect all", key_display="R", show=False),
+        Binding("v", "validate", "Validate"),
         Binding("V", "validate_all", "Validate all", key_display="V", show=False),
         FORWARD_BINDING,
     ]

@@ -49,7 +49,9 @@ STATE_COLOURS = {
     JobState.LOST: "host-key-rejected",
     JobState.UNSUPERVISED: "connecting",
 }
-COLUMNS = ("ID", "Name", "Kind", "State", "Duration", "Hosts", "Ranks")
+# The state right after the ID: at 80 columns a job's ID (38 characters for example:ddp's)
+# and its name pushed the state past the screen's edge, cut ("succeede").
+COLUMNS = ("ID", "State", "Name", "Kind", "Duration", "Hosts", "Ranks")
 KEYS = tuple(label.lower() for label in COLUMNS)
 DETAIL_LINES = 11  # the detail box is 12 rows high, the state line included
 
@@ -148,9 +150,9 @@ class JobsScreen(Screen[None]):
         colour = state_colour(self.app.current_theme, STATE_COLOURS[row.state])
         return (
             plain(row.id),
+            Text(row.state_text, style=f"bold {colour}"),
             plain(row.name),
             plain(row.kind),
-            Text(row.state_text, style=f"bold {colour}"),
             plain(duration(row.duration(now))),
             plain(", ".join(row.hosts))
             + (f" · rendezvous {plain(row.rendezvous_host)}" if row.rendezvous_host else ""),
@@ -198,7 +200,7 @@ class JobsScreen(Screen[None]):
             cells = self._cells_of(row, now)
             # The width too: a state that changed meanwhile ("starting" to "succeeded")
             # would otherwise keep the old width, cut ("succeede").
-            table.update_cell(row.id, "state", cells[3], update_width=True)
+            table.update_cell(row.id, "state", cells[KEYS.index("state")], update_width=True)
             self._cells[row.id] = cells
 
     def select_job(self, job_id: str) -> None:
