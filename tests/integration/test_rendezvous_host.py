@@ -131,7 +131,9 @@ def test_losing_the_rendezvous_host_fails_the_job_naming_it_and_stops_the_rest(
         assert final["state"] == "failed", (host, final)
         failure = final["first_failure"] or {}
         assert failure.get("host") == "node3", (host, failure)
-        assert failure["reason"].startswith("rendezvous host node3 lost: "), failure
+        # Named by the store's probe, or, where a rank's agent failed first (the store
+        # gone), by the follower that judged alone: either way node3 as the cause.
+        assert "rendezvous host node3 lost" in failure["reason"], failure
     deadline = time.monotonic() + 30
     while set(live_processes(cluster)) - {"node3"}:
         assert time.monotonic() < deadline, live_processes(cluster)

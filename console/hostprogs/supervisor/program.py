@@ -200,6 +200,8 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPace, SvPeers):
         ):
             return record  # it failed first, or long after: its own failure is the cause
         then = f"then {record.get('process') or 'a process'} on {self.host}: {record['reason']}"
+        # --rendezvous-host: the leader's host holds the store (supervisor/rendezvous.py).
+        role = "rendezvous host" if getattr(self, "rendezvous_host", "") else "leader"
         return {
             **record,
             "host": self.leader_host,
@@ -208,7 +210,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPace, SvPeers):
             "ranks": [],
             "exit_code": None,
             "signal": None,
-            "reason": f"the leader {self.leader_host} lost ({why})",
+            "reason": f"the {role} {self.leader_host} lost ({why})",
             "lines": [then, *record.get("lines", [])[-5:]],
             "at": lost_at,
             "first_error": [],
