@@ -154,3 +154,18 @@ def test_the_store_program_serves_torchs_c10d_rendezvous(tmp_path: Path) -> None
     assert store.returncode == 0, err
     assert f"rendezvous store listening on 127.0.0.1:{port}" in out
     assert "rendezvous store stopped" in out
+
+
+def test_a_scan_that_finds_the_rendezvous_host_gone_names_it_so() -> None:
+    """The followers judged alone, the leader's host (the rendezvous host, job.json's
+    ``rendezvous_host``) does not answer: the settled failure names its role."""
+    from dataclasses import replace
+
+    from tests.unit.test_job_final_states import followers_alone, job
+
+    document = {"id": "job-1", "hosts": ["n0", "n1", "n2"], "rendezvous_host": "n0"}
+    copies = [replace(c, document=document) for c in followers_alone()]
+    found = job(*copies, unreachable={"n0": "n0: connection refused"})
+    assert found.rendezvous_host == "n0"
+    first = (found.failure_text() or "").splitlines()[0]
+    assert first.startswith("n0: rendezvous host lost (supervision lost on n0 at "), first

@@ -168,8 +168,7 @@ def _leader_lost(
     ]
     seen = [at for at in closed if isinstance(at, int | float)]
     how = "its supervisor's connection closed" if seen else "its supervisor fell silent"
-    plan = (document or {}).get("plan")
-    rendezvous = isinstance(plan, dict) and plan.get("rendezvous_host") == leader
+    rendezvous = (document or {}).get("rendezvous_host") == leader  # job.json's
     lines = [
         f"{leader}: {'rendezvous host' if rendezvous else 'host'} lost (supervision lost on "
         f"{leader} at {clock(min(seen, default=None))}: {how}, and the host does not answer: "
