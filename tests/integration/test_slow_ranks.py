@@ -30,7 +30,10 @@ from sshd_cluster import SshdCluster, unavailable_reason
 from tests.integration.test_jobs_cli import CLI, cli_env
 from tests.integration.test_supervisor import job_dir
 
-pytestmark = [pytest.mark.sshd, pytest.mark.slow]
+# The clean job is watched 5 minutes from the quota, and the module's setup (6 hosts, two
+# launches) and teardown (two stops) fall to the first and last test: above the
+# suite's 300 s per test.
+pytestmark = [pytest.mark.sshd, pytest.mark.slow, pytest.mark.timeout(720)]
 
 CPU_CGROUP = Path("/sys/fs/cgroup/cpu")
 SCRIPT = Path(__file__).resolve().parents[1] / "data" / "pace" / "ddp_bursts.py"
