@@ -26,7 +26,8 @@ from sshd_cluster import SshdCluster, unavailable_reason
 from tests.integration.test_jobs_cli import dc, jobs_json, live_processes
 from tests.integration.test_supervisor import events, job_dir, read_json, wait_for
 
-pytestmark = [pytest.mark.sshd, pytest.mark.slow]
+# Each test takes 45-90 s here; under a load of 40 on 2 cores the first took 270 s.
+pytestmark = [pytest.mark.sshd, pytest.mark.slow, pytest.mark.timeout(540)]
 
 JOB_TIMEOUT_S = 240
 TRAINING = ("node0", "node1", "node2")
@@ -85,6 +86,8 @@ def test_losing_the_first_training_host_scales_down_and_the_job_succeeds(
     wait_for(lambda: bool(at_20.search(output(cluster, 0, job_id))), timeout=150)
     lost_at = time.time()
     cluster.stop("node0")
+    # How far node0 got (under load training runs on a while after step 20 was seen).
+    reached = max(int(s) for s in re.findall(r"rank \d step (\d+)/", output(cluster, 0, job_id)))
     leader = wait_final(cluster, "node3", job_id)
     errors = [
         (job_dir(cluster, f"node{i}", job_id) / f"torchrun-{i}.err").read_text()[-3000:]
@@ -96,7 +99,7 @@ def test_losing_the_first_training_host_scales_down_and_the_job_succeeds(
     assert down["host"] == "node0" and down["cause"], down
     text = output(cluster, 1, job_id) + output(cluster, 2, job_id)
     resumed = [int(s) for s in re.findall(r"rank \d resumed from step (\d+)", text)]
-    assert len(resumed) == 2 and all(10 <= step <= 20 for step in resumed), text[-3000:]
+    assert len(resumed) == 2 and all(10 <= step <= reached for step in resumed), text[-3000:]
     scaled = [e for e in events(cluster, "node3", job_id) if e["event"] == "scaled-down"]
     assert [(e["host"], e["peer"]) for e in scaled] == [("node3", "node0")], scaled
     print("scale-down", round(scaled[0]["at"] - lost_at, 1), "s after the crash:", down["cause"])
