@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
 import os
 import pickle
@@ -35,6 +36,25 @@ from typing import Any
 ROUND_FILE = "rendezvous-round.json"  # supervisor/elastic.py SV_STORE_ROUND
 STATE_KEY = "torch.rendezvous."  # + run id: torch's c10d_rendezvous_backend key
 POLL_S = 0.5
+# The store is torch's and takes no credentials: any user who reaches the port can write
+# this key. So the state is unpickled with only the classes torch's rendezvous state is
+# made of, never arbitrary callables, and a state larger than torch's ever is is ignored.
+STATE_CLASSES = {
+    ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "_RendezvousState"),
+    ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "_NodeDesc"),
+    ("datetime", "datetime"),
+    ("datetime", "timedelta"),
+}
+STATE_MAX_BYTES = 4 << 20
+
+
+class StateUnpickler(pickle.Unpickler):
+    """Refuses every global outside :data:`STATE_CLASSES` (``os.system``, ``eval``...)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in STATE_CLASSES:
+            raise pickle.UnpicklingError(f"not a rendezvous state: {module}.{name}")
+        return super().find_class(module, name)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -50,10 +70,13 @@ def read_round(store: Any, key: str) -> dict[str, Any] | None:
     """The rendezvous' state as torch keeps it: its round, whether complete, agents."""
     if not store.check([key]):
         return None
+    raw = store.get(key)
+    if len(raw) > STATE_MAX_BYTES:
+        return {"error": f"a state of {len(raw)} bytes, not torch's: ignored"}
     try:
-        state = pickle.loads(base64.b64decode(store.get(key)))
-    except Exception as exc:  # a torch whose state reads otherwise: say so, go on
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        state = StateUnpickler(io.BytesIO(base64.b64decode(raw))).load()
+    except Exception as exc:  # a torch whose state reads otherwise, or forged: say so
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
     participants = getattr(state, "participants", {}) or {}
     return {
         "round": int(getattr(state, "round", 0)),

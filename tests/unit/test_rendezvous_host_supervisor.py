@@ -169,3 +169,54 @@ def test_a_scan_that_finds_the_rendezvous_host_gone_names_it_so() -> None:
     assert found.rendezvous_host == "n0"
     first = (found.failure_text() or "").splitlines()[0]
     assert first.startswith("n0: rendezvous host lost (supervision lost on n0 at "), first
+
+
+class _Forged:
+    """A pickle that would run a command when loaded: what another user who reaches the
+    store's port (torch's TCPStore takes no credentials) could write as the state."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_forged_state_in_the_store_is_refused_not_run(tmp_path: Path) -> None:
+    """Another user writes a pickle that calls os.system under the rendezvous key: the
+    store program reads it with torch's state classes alone, records an error and runs
+    nothing."""
+    import base64
+
+    from torch.distributed import TCPStore
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    program = Path(__file__).resolve().parents[2] / "console/hostprogs/rendezvous_store.py"
+    rounds = tmp_path / "rendezvous-round.json"
+    marker = tmp_path / "ran"
+    store = subprocess.Popen(
+        [sys.executable, str(program), "--address", "127.0.0.1", "--port", str(port),
+         "--run-id", "job-2", "--round-file", str(rounds)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while sv_store_answer("127.0.0.1", port) is not None:
+            assert store.poll() is None and time.monotonic() < deadline, store.communicate()
+            time.sleep(0.2)
+        client = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
+        client.set("torch.rendezvous.job-2", base64.b64encode(pickle.dumps(_Forged(marker))))
+        while not rounds.exists() or "error" not in json.loads(rounds.read_text()):
+            assert time.monotonic() < deadline, rounds.read_text() if rounds.exists() else None
+            time.sleep(0.2)
+        assert "os" in json.loads(rounds.read_text())["error"]
+        assert not marker.exists()
+        assert store.poll() is None  # the store serves on
+    finally:
+        store.terminate()
+        store.communicate(timeout=30)
+    assert not marker.exists()
