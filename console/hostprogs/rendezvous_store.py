@@ -44,6 +44,7 @@ STATE_CLASSES = {
     ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "_NodeDesc"),
     ("datetime", "datetime"),
     ("datetime", "timedelta"),
+    ("datetime", "timezone"),  # torch stamps heartbeats with datetime.now(timezone.utc)
 }
 STATE_MAX_BYTES = 4 << 20
 

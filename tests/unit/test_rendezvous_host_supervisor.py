@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from console.hostprogs.supervisor.policy import HostSilent, JobPolicy, PolicyProcess, ProcessEnded
@@ -134,6 +135,9 @@ def test_the_store_program_serves_torchs_c10d_rendezvous(tmp_path: Path) -> None
         state = _RendezvousState()
         state.round, state.complete = 4, True
         state.participants = {_NodeDesc("10.0.0.10", 1, 0): 0, _NodeDesc("10.0.0.11", 2, 0): 1}
+        # As torch stamps them (dynamic_rendezvous: datetime.now(timezone.utc)).
+        state.deadline = datetime.now(UTC)
+        state.last_heartbeats = {node: datetime.now(UTC) for node in state.participants}
         backend.set_state(pickle.dumps(state))
         while sv_store_round(str(tmp_path)) != (4, 2):
             assert time.monotonic() < deadline, rounds.read_text() if rounds.exists() else None
