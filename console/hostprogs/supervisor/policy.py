@@ -145,6 +145,8 @@ class JobPolicy:
     fail_fast: bool = True
     verdict: str | None = None
     first_failure: Failure | None = None
+    # The first process failure after a host loss was taken as the cause: what followed it.
+    then_failure: Failure | None = None
     hung: bool = False
     stop_ordered_at: float | None = None
     ended: dict[tuple[str, str], ProcessEnded] = field(default_factory=dict)
@@ -301,6 +303,8 @@ class JobPolicy:
         failed = report.exit_code != 0 and not self.waiting_spare(proc.host)
         if failed and not report.stop_requested and self._is_cause(report):
             self.first_failure = self._failure(proc, report)
+        elif failed and self.then_failure is None and self._after_host_loss(proc):
+            self.then_failure = self._failure(proc, report)
         if self.verdict is not None:
             return False
         if report.stop_requested:
@@ -321,6 +325,10 @@ class JobPolicy:
             self.verdict = verdict
             return False
         return self._decide(verdict, at)  # only spares wait: they are stopped
+
+    def _after_host_loss(self, proc: PolicyProcess) -> bool:
+        current = self.first_failure
+        return current is not None and current.process is None and proc.host != current.host
 
     def _is_cause(self, report: ProcessEnded) -> bool:
         """The first failure seen, or one reported later that ended before it and before

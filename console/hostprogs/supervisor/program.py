@@ -193,15 +193,28 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPace, SvPeers):
         else:
             return record
         at = record.get("at")
-        if self.is_leader or record.get("host") == self.leader_host or lost_at is None:
+        # --rendezvous-host: the leader's host holds the store (supervisor/rendezvous.py).
+        role = "rendezvous host" if getattr(self, "rendezvous_host", "") else "leader"
+        if self.is_leader or lost_at is None:
             return record
+        if record.get("host") == self.leader_host:
+            if record.get("process"):
+                return record
+            # Its peers saw the leader's host go before its own ranks failed: the loss
+            # is the cause, named as the leader's, and its own failure what followed.
+            followed = self.policy.then_failure
+            named = {**record, "reason": f"the {role} {self.leader_host} lost ({record['reason']})"}
+            if followed is not None and followed.host == self.host:
+                own = followed.to_json()
+                end = self.local.ended.get(followed.process or "") or {}
+                own["first_error"] = list(end.get("first_error", []))
+                named["then"] = own
+            return named
         if isinstance(at, (int, float)) and not (
             lost_at - LEADER_LOSS_SLACK_S <= at <= lost_at + LEADER_LOSS_WINDOW_S
         ):
             return record  # it failed first, or long after: its own failure is the cause
         then = f"then {record.get('process') or 'a process'} on {self.host}: {record['reason']}"
-        # --rendezvous-host: the leader's host holds the store (supervisor/rendezvous.py).
-        role = "rendezvous host" if getattr(self, "rendezvous_host", "") else "leader"
         return {
             **record,
             "host": self.leader_host,
