@@ -22,6 +22,28 @@ from console.hostprogs.supervisor.source import supervisor_source
 T0 = 1000.0
 
 
+def start_store(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[str], int, Path]:
+    """The real store program on a free loopback port, once it answers: (process, port,
+    its round file)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    program = Path(__file__).resolve().parents[2] / "console/hostprogs/rendezvous_store.py"
+    rounds = tmp_path / "rendezvous-round.json"
+    store = subprocess.Popen(
+        [sys.executable, str(program), "--address", "127.0.0.1", "--port", str(port),
+         "--run-id", run_id, "--round-file", str(rounds)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while sv_store_answer("127.0.0.1", port) is not None:
+        if store.poll() is not None or time.monotonic() > deadline:
+            store.kill()
+            raise AssertionError(store.communicate())
+        time.sleep(0.2)
+    return store, port, rounds
+
+
 def policy(min_hosts: int = 2) -> JobPolicy:
     procs = [PolicyProcess("node3", "rendezvous-0", "rendezvous")] + [
         PolicyProcess(f"node{i}", f"torchrun-{i}", "torchrun", (i,)) for i in range(3)
@@ -113,21 +135,9 @@ def test_the_store_program_serves_torchs_c10d_rendezvous(tmp_path: Path) -> None
         _RendezvousState,
     )
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    program = Path(__file__).resolve().parents[2] / "console/hostprogs/rendezvous_store.py"
-    rounds = tmp_path / "rendezvous-round.json"
-    store = subprocess.Popen(
-        [sys.executable, str(program), "--address", "127.0.0.1", "--port", str(port),
-         "--run-id", "job-1", "--round-file", str(rounds)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    store, port, rounds = start_store(tmp_path, "job-1")
     try:
         deadline = time.monotonic() + 60
-        while sv_store_answer("127.0.0.1", port) is not None:
-            assert store.poll() is None and time.monotonic() < deadline, store.communicate()
-            time.sleep(0.2)
         params = RendezvousParameters(
             "c10d", f"127.0.0.1:{port}", "job-1", 1, 2, is_host="0", read_timeout="10"
         )
@@ -196,22 +206,10 @@ def test_a_forged_state_in_the_store_is_refused_not_run(tmp_path: Path) -> None:
 
     from torch.distributed import TCPStore
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    program = Path(__file__).resolve().parents[2] / "console/hostprogs/rendezvous_store.py"
-    rounds = tmp_path / "rendezvous-round.json"
+    store, port, rounds = start_store(tmp_path, "job-2")
     marker = tmp_path / "ran"
-    store = subprocess.Popen(
-        [sys.executable, str(program), "--address", "127.0.0.1", "--port", str(port),
-         "--run-id", "job-2", "--round-file", str(rounds)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        while sv_store_answer("127.0.0.1", port) is not None:
-            assert store.poll() is None and time.monotonic() < deadline, store.communicate()
-            time.sleep(0.2)
         client = TCPStore("127.0.0.1", port, is_master=False, wait_for_workers=False)
         client.set("torch.rendezvous.job-2", base64.b64encode(pickle.dumps(_Forged(marker))))
         while not rounds.exists() or "error" not in json.loads(rounds.read_text()):
