@@ -11,7 +11,8 @@ from console.inventory import Host, Inventory
 from console.jobs.history import JobHistory, plan_to_json
 from console.jobs.models import JobState
 from console.jobs.plan.planner import plan
-from console.jobs.report.discover import Discovery, HostJob, merge
+from console.jobs.report.discover import Discovery, merge
+from console.jobs.report.scan import HostJob
 from console.jobs.spec import make_spec
 
 HOSTS = (Host(name="n0", address="10.0.0.1"), Host(name="n1", address="10.0.0.2"))

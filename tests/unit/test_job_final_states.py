@@ -20,15 +20,8 @@ from console.jobs.history import JobHistory, plan_to_json
 from console.jobs.models import JobState
 from console.jobs.plan.planner import plan
 from console.jobs.report.bundle import summary_lines
-from console.jobs.report.discover import (
-    DiscoveredJob,
-    Discovery,
-    HostJob,
-    lost_hosts,
-    merge,
-    scan_host,
-    tell_lost,
-)
+from console.jobs.report.discover import DiscoveredJob, Discovery, lost_hosts, merge, tell_lost
+from console.jobs.report.scan import HostJob, scan_host
 from console.jobs.report.settle import settle
 from console.jobs.spec import make_spec
 from console.jobs.ssh.job import Job

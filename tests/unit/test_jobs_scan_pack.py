@@ -14,7 +14,7 @@ from console.errors import HostProgramError
 from console.hostprogs import jobs_scan
 from console.inventory import Host
 from console.jobs.report.bundle import fetch_host, stuck_rank
-from console.jobs.report.discover import parse_scan, scan_host
+from console.jobs.report.scan import parse_scan, scan_host
 from console.transport.local import LocalConnection
 
 

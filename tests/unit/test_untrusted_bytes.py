@@ -263,7 +263,8 @@ def test_scan_program_lists_every_job_and_names_the_bad_file(tmp_path: Path) -> 
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    from console.jobs.report.discover import Discovery, parse_scan
+    from console.jobs.report.discover import Discovery
+    from console.jobs.report.scan import parse_scan
 
     found = Discovery()
     found.add(parse_scan("h", done.stdout))

@@ -1,7 +1,7 @@
 """Jobs discovered from the hosts: the hosts are the source of truth, the history a cache.
 
 Every host's job directories are listed by ``hostprogs/jobs_scan.py`` (one command per
-host): each job's ``job.json`` (what it is: written at launch), the host supervisor's
+host, ``scan.py``): each job's ``job.json`` (what it is: written at launch), the host supervisor's
 ``supervisor.json`` (what happened: the LEADER's, the job's first host, is the job's
 truth) and whether its processes and supervisor are alive. :func:`discover` merges that
 into the history, so a console with an empty history (another laptop) lists the jobs
@@ -17,23 +17,18 @@ import contextlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-from console.errors import HostProgramError, TransportError
-from console.hostprogs import jobs_scan
+from console.errors import TransportError
 from console.inventory import Host, Inventory
 from console.jobs.history import JobHistory, plan_from_json
-from console.jobs.models import JOBS_SUBDIR, JobState
+from console.jobs.models import JobState
+from console.jobs.report.scan import HostJob, scan_host
 from console.jobs.report.settle import Settled, judged_alone, settle
 from console.jobs.report.settle import failure_text as failure_text  # re-exported
 from console.jobs.ssh.control import Connections
 from console.jobs.ssh.remote_ops import jobctl_command
-from console.transport.base import HostConnection
-from console.transport.hello import check_hello
-from console.transport.ship import HostProgram, shipment
 
-SCAN_TIMEOUT_S = 60.0
 SUPERVISOR_STATES = {
     "running": JobState.RUNNING,
     "hung": JobState.RUNNING,  # still running, marked
@@ -41,100 +36,6 @@ SUPERVISOR_STATES = {
     "failed": JobState.FAILED,
     "stopped": JobState.STOPPED,
 }
-
-
-def job_root(host: Host) -> str:
-    base = host.work_dir.rstrip("/") or ""
-    return f"{base}/{JOBS_SUBDIR}"
-
-
-@dataclass(frozen=True, slots=True)
-class HostJob:
-    """One job directory on one host, as the scan read it."""
-
-    host: str
-    job_id: str
-    dir: str
-    document: dict[str, Any] | None
-    supervisor: dict[str, Any] | None
-    supervisor_alive: bool | None  # None: no supervisor.pid (a job started without one)
-    processes: dict[str, dict[str, Any]]
-    alive: int
-    modified: float | None
-    stop_requested: float | None = None  # when ``jobctl stop`` asked (stop-requested)
-    problem: str | None = None  # why the scan left its job.json out (not JSON, ...)
-
-    @property
-    def unsupervised(self) -> bool:
-        return self.supervisor_alive is False and self.alive > 0
-
-
-def parse_scan(host: str, text: str) -> list[HostJob]:
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise HostProgramError(host, jobs_scan.PROGRAM, "printed nothing")
-    check_hello(host, jobs_scan.PROGRAM, jobs_scan.VERSION, _json(host, lines[0]))
-    found = []
-    for line in lines[1:]:
-        record = _json(host, line)
-        if "done" in record:
-            break
-        found.append(
-            HostJob(
-                host=host,
-                job_id=str(record["job"]),
-                dir=str(record["dir"]),
-                document=record.get("document"),
-                supervisor=record.get("supervisor")
-                if isinstance(record.get("supervisor"), dict)
-                else None,
-                supervisor_alive=record.get("supervisor_alive"),
-                processes=dict(record.get("processes") or {}),
-                alive=int(record.get("alive") or 0),
-                modified=record.get("modified"),
-                problem=str(record["problem"]) if record.get("problem") else None,
-                stop_requested=_number(record.get("stop_requested")),
-            )
-        )
-    return found
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _json(host: str, line: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        raise HostProgramError(host, jobs_scan.PROGRAM, f"unreadable line {line[:120]!r}") from None
-    if not isinstance(value, dict):
-        raise HostProgramError(host, jobs_scan.PROGRAM, f"unexpected record {line[:120]!r}")
-    return value
-
-
-def scan_program(
-    roots: Sequence[str], known: Iterable[str] = (), host: str | None = None
-) -> HostProgram:
-    source = resources.files("console.hostprogs").joinpath("jobs_scan.py").read_text()
-    # The host's name picks its own supervisor's files where hosts share a home.
-    args = json.dumps(
-        {"roots": list(roots), "known": sorted(known), "host": host}, separators=(",", ":")
-    )
-    return HostProgram(jobs_scan.PROGRAM, source, (args,))
-
-
-async def scan_host(
-    conn: HostConnection, *, known: Iterable[str] = (), timeout: float = SCAN_TIMEOUT_S
-) -> list[HostJob]:
-    """Every job directory under ``conn``'s host's job root (raises TransportError)."""
-    program = scan_program([job_root(conn.host)], known, conn.host.name)
-    sent = shipment(conn.host, program, setup=False)
-    result = await conn.run(sent.command, input=sent.stdin, timeout=timeout)
-    if not result.ok:
-        detail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TransportError(f"{conn.host.name}: the jobs scan failed ({detail})")
-    return parse_scan(conn.host.name, result.stdout)
 
 
 @dataclass
