@@ -36,7 +36,7 @@ NOTHING_ALIVE = "no process or supervisor of the job is alive on any host that a
 
 
 class ScannedCopy(Protocol):
-    """One host's directory of the job, as the scan read it (discover.HostJob)."""
+    """One host's directory of the job, as the scan read it (scan.HostJob)."""
 
     @property
     def supervisor(self) -> dict[str, Any] | None: ...
