@@ -258,7 +258,7 @@ def lost_hosts(job: DiscoveredJob, unreachable: Mapping[str, str]) -> tuple[str,
 
 async def tell_lost(connections: Connections, inventory: Inventory, job: DiscoveredJob) -> None:
     """``jobctl host-lost`` for each of the job's lost hosts on its other hosts, as a
-    watching console does (``watch._tell_lost``): their supervisors then take it as lost
+    watching console does (``host_loss._tell_lost``): their supervisors then take it as lost
     and apply fail-fast, with no console left open. Best effort: a host that cannot be
     told learns nothing from it. Each host's job directory is the one its scan found
     (a job.json the console's history holds comes without its plan)."""
