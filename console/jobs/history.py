@@ -1,8 +1,8 @@
 """Job history: one SQLite file in the user data directory.
 
 ``DISTCONSOLE_DATA_DIR`` overrides the directory (tests point it at a temporary one).
-The plan is stored whole (JSON), so a later process can re-attach to a job from its
-row alone: the plan says which hosts, which processes and where their files are.
+The plan is stored whole (JSON: ``plan_json.py``), so a later process can re-attach to a
+job from its row alone: the plan says which hosts, which processes and where their files are.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +22,8 @@ import platformdirs
 from console.errors import JobError
 from console.jobs.membership import hosts_now, job_hosts, joined, with_spares
 from console.jobs.membership import membership as membership  # re-exported
-from console.jobs.models import (
-    JobKind,
-    JobPlan,
-    JobState,
-    LogFile,
-    Notify,
-    RankLaunch,
-    Upload,
-)
+from console.jobs.models import JobKind, JobPlan, JobState
+from console.jobs.plan_json import plan_from_json, plan_hosts, plan_to_json
 from console.jobs.private import private_dir, private_file
 
 DATA_DIR_ENV = "DISTCONSOLE_DATA_DIR"
@@ -74,69 +67,6 @@ def data_dir() -> Path:
 def inventory_key(path: str) -> str:
     """How the history names an inventory: its absolute path (same file, any cwd)."""
     return str(Path(path).expanduser().resolve())
-
-
-def plan_to_json(plan: JobPlan) -> str:
-    return json.dumps(asdict(plan), sort_keys=True)
-
-
-def plan_from_json(text: str) -> JobPlan:
-    data: dict[str, Any] = json.loads(text)
-    launches = tuple(
-        RankLaunch(
-            host=item["host"],
-            role=item["role"],
-            index=int(item["index"]),
-            argv=tuple(item["argv"]),
-            env=dict(item["env"]),
-            cwd=item["cwd"],
-            log_paths=tuple(LogFile(**log) for log in item["log_paths"]),
-            ranks=tuple(item.get("ranks", ())),
-        )
-        for item in data["launches"]
-    )
-    return JobPlan(
-        job_id=data["job_id"],
-        name=data["name"],
-        kind=JobKind(data["kind"]),
-        world_size=int(data["world_size"]),
-        launches=launches,
-        job_dirs=dict(data["job_dirs"]),
-        master_addr=data.get("master_addr"),
-        master_port=data.get("master_port"),
-        total_steps=data.get("total_steps"),
-        steps_per_rank=data.get("steps_per_rank"),
-        steps_dropped=data.get("steps_dropped"),
-        hosts_involved=tuple(data.get("hosts_involved", ())),
-        warnings=tuple(data.get("warnings", ())),
-        notes=tuple(data.get("notes", ())),
-        uploads=tuple(Upload(**u) for u in data.get("uploads", ())),
-        fail_fast=bool(data.get("fail_fast", True)),
-        hang_timeout=data.get("hang_timeout"),  # absent: a job from before hang detection
-        stop_on_hang=bool(data.get("stop_on_hang", False)),
-        max_restarts=int(data.get("max_restarts") or 0),
-        min_hosts=int(data.get("min_hosts") or 0),
-        rendezvous_host=data.get("rendezvous_host"),
-        slow_threshold=data.get("slow_threshold"),
-        exclude_slow=data.get("exclude_slow"),
-        notify=Notify(
-            urls=tuple(data["notify"].get("urls") or ()),
-            command=data["notify"].get("command"),
-            on=tuple(data["notify"].get("on") or ()),
-        )
-        if isinstance(data.get("notify"), dict)
-        else None,
-    )
-
-
-def plan_hosts(plan: JobPlan) -> tuple[str, ...]:
-    """Every host the job touches, in plan order (launch hosts first)."""
-    seen: dict[str, None] = {}
-    for launch in plan.launches:
-        seen.setdefault(launch.host, None)
-    for host in plan.hosts_involved:
-        seen.setdefault(host, None)
-    return tuple(seen)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,9 @@ import subprocess
 from pathlib import Path
 
 from console.inventory import Host
-from console.jobs.history import JobHistory, plan_from_json, plan_to_json
+from console.jobs.history import JobHistory
 from console.jobs.models import JobKind, JobPlan, JobState, LogFile, RankLaunch, Upload
+from console.jobs.plan_json import plan_from_json, plan_to_json
 from console.jobs.ssh.remote_ops import wrapper_script
 
 

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 from console.inventory import Host, Inventory
-from console.jobs.history import JobHistory, plan_to_json
+from console.jobs.history import JobHistory
 from console.jobs.models import JobState
 from console.jobs.plan.planner import plan
+from console.jobs.plan_json import plan_to_json
 from console.jobs.report.discover import Discovery, merge
 from console.jobs.report.scan import HostJob
 from console.jobs.spec import make_spec

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from console.commands.plan import format_plan
 from console.inventory import Inventory
-from console.jobs.history import JobHistory, plan_to_json
+from console.jobs.history import JobHistory
 from console.jobs.models import JobPlan, JobState
 from console.jobs.plan.placement import first_host_said
 from console.jobs.plan.planner import plan
+from console.jobs.plan_json import plan_to_json
 from console.jobs.report.discover import Discovery, lost_hosts, merge
 from console.jobs.spec import make_spec
 from console.jobs.ssh.control import first_host_told

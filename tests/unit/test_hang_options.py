@@ -12,8 +12,8 @@ import pytest
 
 from console.errors import JobSpecError
 from console.inventory import Host, Inventory
-from console.jobs.history import plan_from_json, plan_to_json
 from console.jobs.plan.planner import plan as make_plan
+from console.jobs.plan_json import plan_from_json, plan_to_json
 from console.jobs.spec import DEFAULT_HANG_TIMEOUT, make_spec
 
 HOSTS_YAML = """\

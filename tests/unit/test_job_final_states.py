@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from console.inventory import Host, Inventory
-from console.jobs.history import JobHistory, plan_to_json
+from console.jobs.history import JobHistory
 from console.jobs.models import JobState
 from console.jobs.plan.planner import plan
+from console.jobs.plan_json import plan_to_json
 from console.jobs.report.bundle import summary_lines
 from console.jobs.report.discover import DiscoveredJob, Discovery, lost_hosts, merge, tell_lost
 from console.jobs.report.scan import HostJob, scan_host

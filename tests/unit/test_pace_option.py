@@ -14,8 +14,8 @@ from console.errors import JobSpecError, PlanError
 from console.hostprogs.pace.hook import pace_exclusions, pace_settings
 from console.hostprogs.supervisor.notify import NOTIFY_DEFAULT_ON, NOTIFY_EVENTS
 from console.inventory import load
-from console.jobs.history import plan_from_json, plan_to_json
 from console.jobs.plan.planner import plan
+from console.jobs.plan_json import plan_from_json, plan_to_json
 from console.jobs.spec import make_spec
 from console.jobs.ssh.supervision import supervisor_spec
 

@@ -30,9 +30,10 @@ from pathlib import Path, PurePosixPath
 
 from console.errors import HostProgramError, JobError, TransportError
 from console.hostprogs import job_pack
-from console.jobs.history import JobRecord, plan_to_json
+from console.jobs.history import JobRecord
 from console.jobs.models import JobPlan
 from console.jobs.notify import masked_bytes, masked_document
+from console.jobs.plan_json import plan_to_json
 from console.jobs.private import private_dir, write_private
 from console.jobs.report.env_masking import EnvSecrets, env_secrets, masked_env_bytes
 from console.jobs.report.env_masking import masked_env_document as masked_env

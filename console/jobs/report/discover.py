@@ -21,8 +21,9 @@ from typing import Any
 
 from console.errors import TransportError
 from console.inventory import Host, Inventory
-from console.jobs.history import JobHistory, plan_from_json
+from console.jobs.history import JobHistory
 from console.jobs.models import JobState
+from console.jobs.plan_json import plan_from_json
 from console.jobs.report.scan import HostJob, scan_host
 from console.jobs.report.settle import Settled, judged_alone, settle
 from console.jobs.report.settle import failure_text as failure_text  # re-exported

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from console.jobs.history import JobRecord, plan_hosts
+from console.jobs.history import JobRecord
 from console.jobs.models import JobPlan, JobState, RankLaunch
+from console.jobs.plan_json import plan_hosts
 from console.jobs.ssh import remote_ops
 
 

@@ -26,7 +26,6 @@ from console.hostprogs.jobctl import program as jobctl
 from console.hostprogs.jobctl.common import PRIVATE_UMASK, USER_UMASK_VAR
 from console.inventory import Host
 from console.jobs import paths
-from console.jobs.history import plan_hosts, plan_to_json
 from console.jobs.models import JobPlan, LogFile, RankLaunch
 from console.jobs.notify import masked_document
 from console.jobs.paths import (
@@ -36,6 +35,7 @@ from console.jobs.paths import (
     shell_word,
 )
 from console.jobs.plan.placement import CHECKPOINT_VAR, HANG_HOOK_VAR, HOME_PATH_VARS, RESTART_VAR
+from console.jobs.plan_json import plan_hosts, plan_to_json
 from console.names import JOB_ID_VAR, env_name_problem
 from console.transport.ship import HostProgram, shipment, with_setup
 

@@ -20,12 +20,13 @@ import time
 from collections.abc import Sequence
 
 from console.errors import JobError
-from console.jobs.history import JobRecord, plan_hosts
+from console.jobs.history import JobRecord
 from console.jobs.models import JobKind, JobPlan, JobState, RankLaunch
 from console.jobs.paths import new_job_id
 from console.jobs.plan import ray as plan_ray
 from console.jobs.plan.placement import select_hosts
 from console.jobs.plan.planner import plan
+from console.jobs.plan_json import plan_hosts
 from console.jobs.spec import JobSpec, spec_with
 from console.jobs.ssh import jobctl_reports, remote_ops, supervision
 from console.jobs.ssh.control import DEFAULT_GRACE_S, WATCH_INTERVAL_S, Connections
