@@ -3,6 +3,7 @@ in-process SSH server for fault tests."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,9 @@ from sshd_cluster import (
     unavailable_reason,
 )
 
+# Under pytest-xdist: module units, heaviest first, Slurm and Ray kept together (parallel.py).
+pytest_plugins = ["parallel"]
+
 if TYPE_CHECKING:
     from scripted_ssh import ScriptedSshServer
 
@@ -27,11 +31,18 @@ if TYPE_CHECKING:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A test module may define ``start_early(items)``: called once collection ends with
     its selected items, it starts slow set-up that mostly waits (the quick start's pip
-    install, tests/integration/test_demo_quickstart.py) to run beside the tests before it."""
+    install, tests/integration/test_demo_quickstart.py) to run beside the tests before it.
+    Under pytest-xdist every worker collects everything: only the worker the module is
+    pinned to (parallel.PINNED) starts it."""
     if session.config.option.collectonly:
         return
+    from parallel import PINNED  # after pytest_plugins has imported it (assert rewriting)
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
     by_module: dict[Any, list[pytest.Item]] = {}
     for item in session.items:
+        if worker and PINNED.get(item.nodeid.split("::", 1)[0].split("@", 1)[0]) != worker:
+            continue
         module = getattr(item, "module", None)
         if callable(getattr(module, "start_early", None)):
             by_module.setdefault(module, []).append(item)

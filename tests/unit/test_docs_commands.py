@@ -176,6 +176,6 @@ def test_ci_runs_the_readme_s_test_command() -> None:
     assert block is not None
     command = block[2].strip()
     assert command == (
-        "bash scripts/setup-test-env.sh && /opt/distconsole-test/venv/bin/python -m pytest -q"
+        "bash scripts/setup-test-env.sh && /opt/distconsole-test/venv/bin/python -m pytest -q -n 2"
     )
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
