@@ -44,8 +44,10 @@ def test_the_threshold_reaches_every_supervisor_and_the_pace_part(tmp_path: Path
         default, "n0", leader=inventory.hosts[0], leader_port=1, secret="k", grace_s=5
     )["config"]
     assert pace_settings(cfg) == {"window_s": 15.0, "threshold": 1.3, "windows": 2, "every_s": 1.0}
-    # A ps job's ranks do not wait for each other: not scored.
-    assert pace_settings({**cfg, "kind": "ps"}) is None
+    # A ps job's workers do not wait for each other: scored on their step rates
+    # (tests/unit/test_pace_steps.py); a Ray job is not scored.
+    assert pace_settings({**cfg, "kind": "ps"}) is not None
+    assert pace_settings({**cfg, "kind": "ray"}) is None
     assert pace_settings({**cfg, "pace": False}) is None
 
 

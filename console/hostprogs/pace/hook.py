@@ -9,7 +9,9 @@ its :class:`PaceBoard` (``score.py``), records ``slow_ranks``, ``rank_pace`` and
 events and notifies ``slow`` once per slow period.
 
 The config's ``pace`` (``{"window_s", "threshold", "windows", "every_s"}``, or false to
-turn it off) tunes it; the kinds whose ranks step together (ddp, mpi, horovod) only.
+turn it off) tunes it. The kinds whose ranks step together (ddp, mpi, horovod) are scored
+on busy time; a ps job's workers, which do not wait for each other, on their step rates
+read from their logs (``steps.py``, the board's ``basis="steps"``).
 
 A part of the supervisor's single source: standard library only, Python >= 3.7, names
 prefixed ``pace_``/``Pace``/``SvPace``.
@@ -31,8 +33,12 @@ if __name__ != "__main__":  # imported by the console/tests; on a host the parts
         PACE_WINDOWS,
         PaceBoard,
     )
+    from console.hostprogs.pace.steps import PaceStepMeter
 
 PACE_KINDS = ("ddp", "mpi", "horovod")
+# Workers that do not wait for each other: a slow one holds nobody back, so its busy time
+# says nothing; its step rate does. (A Ray job's steps are its driver's alone.)
+PACE_RATE_KINDS = ("ps",)
 PACE_EVERY_S = 1.0
 PACE_MAX_RANKS = 4096  # per message from a follower
 
@@ -68,7 +74,7 @@ def pace_exclusions(
 def pace_settings(cfg: dict[str, Any]) -> dict[str, float] | None:
     """The job's pace knobs, or None where the job is not scored."""
     pace = cfg.get("pace", {})
-    if pace is False or pace is None or str(cfg.get("kind")) not in PACE_KINDS:
+    if pace is False or pace is None or str(cfg.get("kind")) not in PACE_KINDS + PACE_RATE_KINDS:
         return None
     pace = pace if isinstance(pace, dict) else {}
     return {
@@ -83,6 +89,7 @@ class SvPace:
     """The pace side of :class:`Supervisor` (a mixin: the state lives there)."""
 
     cfg: dict[str, Any]
+    job_dir: str
     job_id: str
     host: str
     is_leader: bool
@@ -103,7 +110,12 @@ class SvPace:
         # --exclude-slow (elastic ddp): drain a follower whose rank is slow this long.
         self.pace_exclude_s = float(self.cfg.get("exclude_slow_s") or 0)
         self.pace_excluded: set = set()
-        self.pace_meter = PaceMeter(self.job_id)
+        self.pace_meter: PaceMeter | PaceStepMeter = PaceMeter(self.job_id)
+        basis = "busy"
+        if str(self.cfg.get("kind")) in PACE_RATE_KINDS:
+            basis = "steps"
+            mine = [p for p in self.cfg.get("processes") or () if p.get("host") == self.host]
+            self.pace_meter = PaceStepMeter(self.job_dir, mine)
         self.pace_last = 0.0
         self.pace_causes: dict[int, tuple[float, str]] = {}  # rank -> (when asked, text)
         self.pace_asking: threading.Thread | None = None
@@ -114,6 +126,7 @@ class SvPace:
                 self.pace_settings["threshold"],
                 int(self.pace_settings["windows"]),
                 start=time.time(),
+                basis=basis,
             )
 
     def pace_tick(self) -> None:
@@ -170,7 +183,7 @@ class SvPace:
         assert self.pace_board is not None
         for change in self.pace_board.tick(now):
             self.dirty = True
-            where = f"rank {change['rank']} on {change['host']}"
+            where = f"{change.get('task') or 'rank ' + str(change['rank'])} on {change['host']}"
             if change["event"] == "slow":
                 self.event("rank-slow", **{k: v for k, v in change.items() if k != "event"})
                 reason = f"{where} {change['relative']:.1f}x the median: {change['cause']}"

@@ -8,6 +8,10 @@ rank's busy). A rank at ``threshold`` x the median or more for ``windows`` windo
 row is slow from the first of them (``since``); its first window under the threshold
 ends the slow period. Pure: no I/O, the clock is passed in.
 
+With ``basis="steps"`` (the kinds whose workers do not wait for each other: ps) the
+counters are a worker's steps read from its log (``steps.py``) and ``relative`` is the
+median worker's step rate over this worker's; the rest is the same.
+
 A part of the supervisor's single source: standard library only, Python >= 3.7, names
 prefixed ``pace_``/``Pace``/``PACE_``.
 """
@@ -23,6 +27,7 @@ PACE_WINDOWS = 2
 # evaluation on one rank, start-up) is not scored against a near-zero median.
 PACE_MEDIAN_FLOOR = 0.05
 PACE_KEPT_PERIODS = 50
+PACE_MAX_RELATIVE = 99.0  # a worker with no step at all in a window: as slow as it gets
 
 
 def pace_median(values: list[float]) -> float:
@@ -42,7 +47,9 @@ class PaceBoard:
         threshold: float = PACE_THRESHOLD,
         windows: int = PACE_WINDOWS,
         start: float = 0.0,
+        basis: str = "busy",
     ) -> None:
+        self.basis = basis
         self.window_s = window_s
         self.threshold = threshold
         self.windows = max(1, int(windows))
@@ -61,13 +68,24 @@ class PaceBoard:
         rank = int(figures["rank"])
         entry = {
             "host": host,
-            "busy_s": float(figures["busy_s"]),
-            "cpu_s": float(figures.get("cpu_s") or 0.0),
             "wall_s": float(figures["wall_s"]),
             "cause": str(figures.get("cause") or "unknown"),
         }
+        if self.basis == "steps":
+            entry.update(
+                steps=int(figures["steps"]),
+                step_wall_s=float(figures["step_wall_s"]),
+                stride=int(figures.get("stride") or 0),
+                task=str(figures.get("task") or f"worker {rank}")[:40],
+            )
+        else:
+            entry.update(busy_s=float(figures["busy_s"]), cpu_s=float(figures.get("cpu_s") or 0))
         old = self.latest.get(rank)
-        if old is not None and (entry["wall_s"] < old["wall_s"] or entry["host"] != old["host"]):
+        if old is not None and (
+            entry["wall_s"] < old["wall_s"]
+            or entry["host"] != old["host"]
+            or entry.get("steps", 0) < old.get("steps", 0)
+        ):
             self.opening.pop(rank, None)
         self.latest[rank] = entry
         self.opening.setdefault(rank, entry)
@@ -77,6 +95,8 @@ class PaceBoard:
         if now - self.window_start < self.window_s:
             return []
         start, self.window_start = self.window_start, now
+        if self.basis == "steps":
+            return self.tick_steps(start, now)
         scored = {}
         for rank, last in self.latest.items():
             first = self.opening.get(rank)
@@ -107,6 +127,51 @@ class PaceBoard:
             changes += self.judge(rank, relative, last, start, now)
         return changes
 
+    def step_rate(self, first: dict[str, Any], last: dict[str, Any]) -> float | None:
+        """A worker's steps per second over the window, or None where it cannot be told.
+
+        Between its step lines (``step_wall_s``, its host's clock) where it moved; with no
+        new line for a while, at most its last stride over the time since: a worker that
+        prints every 100 steps is not slow between two lines, one that stopped is."""
+        if last["wall_s"] - first["wall_s"] < self.window_s / 2:
+            return None  # not read across the window
+        idle = last["wall_s"] - last["step_wall_s"]
+        bound = last["stride"] / idle if last["stride"] > 0 and idle > 0 else None
+        moved = last["steps"] - first["steps"]
+        span = last["step_wall_s"] - first["step_wall_s"]
+        if moved > 0 and span >= self.window_s / 2:
+            rate = moved / span
+            return min(rate, bound) if bound is not None else rate
+        return bound if moved == 0 else None
+
+    def tick_steps(self, start: float, now: float) -> list[dict[str, Any]]:
+        rates = {}
+        for rank, last in self.latest.items():
+            first = self.opening.get(rank)
+            rate = self.step_rate(first, last) if first is not None else None
+            if rate is not None:
+                rates[rank] = rate
+        self.opening = dict(self.latest)
+        median = pace_median(list(rates.values())) if len(rates) >= 2 else 0.0
+        if median <= 0:
+            return []  # nothing to compare with, or nobody moved
+        changes = []
+        for rank in sorted(rates):
+            last = self.latest[rank]
+            rate = rates[rank]
+            relative = round(median / rate, 2) if rate > 0 else PACE_MAX_RELATIVE
+            relative = min(relative, PACE_MAX_RELATIVE)
+            self.pace[rank] = {
+                "rank": rank,
+                "host": last["host"],
+                "task": last["task"],
+                "steps_per_s": round(rate, 3),
+                "relative": relative,
+                "window_end": now,
+            }
+            changes += self.judge(rank, relative, last, start, now)
+        return changes
+
     def judge(
         self, rank: int, relative: float, last: dict[str, Any], start: float, now: float
     ) -> list[dict[str, Any]]:
@@ -129,12 +194,15 @@ class PaceBoard:
         if self.streak[rank] < self.windows:
             return []
         since = self.first_high.get(rank, start)
+        # A ps worker's entries say which task it is and that its step rate was judged.
+        extra = {"task": last["task"], "basis": "steps"} if "task" in last else {}
         record = {
             "rank": rank,
             "host": last["host"],
             "relative": relative,
             "cause": last["cause"],
             "since": since,
+            **extra,
         }
         self.slow[rank] = record
         self.periods.append(
@@ -144,6 +212,7 @@ class PaceBoard:
                 "since": since,
                 "until": None,
                 "cause": last["cause"],
+                **extra,
             }
         )
         del self.periods[:-PACE_KEPT_PERIODS]

@@ -39,9 +39,10 @@ PARTS = (
     "supervisor/drain.py",
     "supervisor/hang.py",
     "supervisor/notify.py",
-    # Per-rank pace (issue 32): the meter, the leader's score, the cause in words
+    # Per-rank pace (issue 32): the meters, the leader's score, the cause in words
     # (causes.py over its GPU and host readers), and the supervisor's hook.
     "pace/meter.py",
+    "pace/steps.py",  # a ps worker's steps from its log (its rate is its score)
     "pace/score.py",
     "pace/cause_gpu.py",
     "pace/cause_host.py",

@@ -17,7 +17,7 @@ from typing import Any
 from console.hostprogs.supervisor.policy import JobPolicy, PolicyProcess
 from console.hostprogs.supervisor.source import supervisor_source
 from console.inventory import Host
-from console.jobs.models import JobPlan, JobState
+from console.jobs.models import JobPlan, JobState, RankLaunch
 from console.jobs.ssh import remote_ops
 from console.jobs.ssh.job import Job, JobFailure
 from console.jobs.ssh.jobctl_reports import SupervisorRecord
@@ -44,6 +44,11 @@ def training_address(host: Host) -> str:
     return "127.0.0.1" if host.is_local else host.address
 
 
+def _own_files(launch: RankLaunch, job_dir: str) -> list[str]:
+    own = remote_ops.own_output(launch, job_dir)
+    return [own.stdout] + ([own.stderr] if own.stderr is not None else [])
+
+
 def supervisor_spec(
     plan: JobPlan,
     host: str,
@@ -68,6 +73,9 @@ def supervisor_spec(
                 "logs": remote_ops.tail_paths_by_host(launch, job_dir).get(host, [])
                 if proc_host == host
                 else [],
+                # A ps worker's steps are read from its own output (hostprogs/pace/steps.py).
+                "index": launch.index,
+                "output": _own_files(launch, job_dir) if proc_host == host else [],
             }
         )
     config = {
