@@ -89,6 +89,10 @@ class Host(BaseModel):
     # it names none: another host of this inventory (checked in formats.py) that trains
     # nothing; usually in ``defaults``.
     rendezvous_host: str | None = None
+    # --slow-threshold of a job whose leader is this host when it names none (a rank, or a
+    # ps worker, this many times slower than the median for 2 windows is slow; issue 32);
+    # usually in ``defaults``.
+    slow_threshold: float | None = None
     tags: tuple[Tag, ...] = ()
     proxy_jump: str | None = None
     python: str = "python3"
@@ -115,6 +119,18 @@ class Host(BaseModel):
         if isinstance(value, bool):
             raise ValueError(f"must be a number, not {str(value).lower()}")
         return value
+
+    @field_validator("slow_threshold", mode="before")
+    @classmethod
+    def _slow_threshold(cls, value: Any) -> Any:
+        # The range of --slow-threshold (jobs/spec.py): 1.3 is the default.
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"must be a number 1.05..10 (x the median rank), got {value!r}")
+        if not 1.05 <= value <= 10:
+            raise ValueError(f"must be 1.05..10 (x the median rank), got {value}")
+        return float(value)
 
     @field_validator("port")
     @classmethod

@@ -57,8 +57,12 @@ def plan(spec: JobSpec, inventory: Inventory, *, job_id: str | None = None) -> J
     notify = plan_notify(spec.notify, spec.notify_command, spec.notify_on, leader)
     if notify is not None:
         planned = dataclasses.replace(planned, notify=notify)
-    if spec.slow_threshold is not None:
-        planned = dataclasses.replace(planned, slow_threshold=spec.slow_threshold)
+    # --slow-threshold, else the leader host's slow_threshold (hosts.yaml), else 1.3.
+    threshold = spec.slow_threshold
+    if threshold is None and leader is not None:
+        threshold = leader.slow_threshold
+    if threshold is not None:
+        planned = dataclasses.replace(planned, slow_threshold=threshold)
     if spec.exclude_slow is not None:
         if planned.kind is not JobKind.DDP or not planned.min_hosts:
             raise PlanError(

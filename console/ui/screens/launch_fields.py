@@ -66,6 +66,11 @@ TEXT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("notify", "Notify webhooks", "URLs POSTed each event, space separated (as --notify)"),
     ("notify_command", "Notify command", "run on the leader host for each event"),
     ("notify_on", "Notify on", "events, comma separated (default failed,hung,succeeded)"),
+    (
+        "slow_threshold",
+        "Slow threshold",
+        "a rank this many x the median for 2 windows is slow (default: inventory's, else 1.3)",
+    ),
 )
 LABELS = {name: label for name, label, _ in TEXT_FIELDS}
 INT_FIELDS = (
