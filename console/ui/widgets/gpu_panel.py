@@ -23,7 +23,6 @@ from textual.visual import Visual
 from textual.widget import Widget
 
 from console import display
-from console.display import NOT_REPORTED
 from console.inventory import Host
 from console.probe.health import clock as at_clock
 from console.probe.models import GpuSample, HostView
@@ -35,24 +34,19 @@ from console.ui.attention import (
     health_of,
     host_needs_attention,
 )
-from console.ui.theming import state_colour
 from console.ui.widgets.gpu_columns import DEFAULT_COLUMNS, HISTORY, GpuColumns, no_sample_note
+from console.ui.widgets.gpu_panel_lines import MAX_PROCESS_LINES, gpu_line, process_lines
 from console.ui.widgets.gpu_text import (
     bar,
-    gib,
     host_figures,
-    job_owner,
     line_of,
     one_line,
-    process_label,
     short_gpu_name,
     spark_char,
     spark_text,
     sparkline,
 )
 from console.ui.widgets.slow_marks import HostSlow, gpu_slow_ranks, marked_gpu_line, slow_line
-
-MAX_PROCESS_LINES = 4
 
 __all__ = ["HostPanel", "bar", "host_figures", "short_gpu_name", "sparkline"]
 
@@ -304,7 +298,7 @@ class HostPanel(Widget, can_focus=True):
             lines.append(marked_gpu_line(line, ranks, slow_style) if ranks else line)
         if self.attention_only and gpus and not shown:
             lines.append(line_of("no GPU needs attention", "dim italic"))
-        lines.extend(self._process_lines(shown))
+        lines.extend(process_lines(shown))
         if not view.live:
             lines = [line.copy() for line in lines]  # GPU lines are shared with later paints
             for line in lines:
@@ -343,64 +337,10 @@ class HostPanel(Widget, can_focus=True):
             and kept[4] == verdict
         ):
             return kept[3]
-        line = self._gpu_line(gpu, theme, spark)
+        alerts = gpu_alerts(gpu, self.thresholds, verdict)
+        line = gpu_line(gpu, theme, self.columns, spark, alerts)
         self._rows[gpu.index] = (gpu, spark, theme.name, line, verdict)
         return line
-
-    def _gpu_line(self, gpu: GpuSample, theme: Theme, spark: str | None = None) -> Text:
-        line = Text(no_wrap=True, overflow="ellipsis")
-        util = gpu.utilization_gpu
-        memory = gpu.memory_fraction
-        columns = self.columns
-        line.append(f"{gpu.index:>2} ", style="bold")
-        line.append(f"{display.clip(short_gpu_name(gpu.name), columns.name):<{columns.name}} ")
-        if columns.bar:
-            fraction = None if util is None else util / 100
-            line.append(bar(fraction, columns.bar), style=theme.primary or "")
-        gap = " " * columns.gap
-        line.append(f" {NOT_REPORTED if util is None else f'{util:.0f}%':>4}{gap}")
-        mem_style = theme.warning if memory is not None and memory >= 0.9 else theme.secondary
-        if columns.bar:
-            line.append(bar(memory, columns.bar), style=mem_style or "")
-        used = f"{gib(gpu.memory_used_mib)}/{gib(gpu.memory_total_mib)}G"
-        line.append(f" {used:>11}{gap}")
-        temp = NOT_REPORTED if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
-        alerts = gpu_alerts(gpu, self.thresholds, health_of(self.view).get(gpu.index))
-        hot = "hot" in alerts
-        line.append(f"{temp:>5}", style=f"bold {theme.error}" if hot else "")
-        draw = NOT_REPORTED if gpu.power_draw_w is None else f"{gpu.power_draw_w:.0f}"
-        limit = NOT_REPORTED if gpu.power_limit_w is None else f"{gpu.power_limit_w:.0f}"
-        line.append(f" {draw + '/' + limit + 'W':>10} ")
-        if spark is None:
-            spark = spark_text(self._spark.get(gpu.index, []), columns.spark)
-        line.append(spark, style=theme.accent or "")
-        # Alerts before process labels: a narrow panel cuts the labels, not the warning.
-        if alerts:
-            colour = state_colour(theme, "down")
-            line.append("  ⚠ " + ", ".join(alerts), style=f"bold {colour}")
-        labels = sorted({one_line(process_label(p)) for p in gpu.processes})
-        # Figures only (a narrow panel): the process lines below name them; here they
-        # would only push an alert into the cut.
-        if labels and (columns.spark or not alerts):
-            line.append("  " + ", ".join(labels))
-        return line
-
-    def _process_lines(self, gpus: list[GpuSample]) -> list[Text]:
-        rows = [(g.index, p) for g in gpus for p in g.processes]
-        lines = []
-        for index, p in rows[:MAX_PROCESS_LINES]:
-            memory = (
-                NOT_REPORTED if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f}G"
-            )
-            owner = one_line(job_owner(p) if p.job else (p.user or ""))
-            command = display.clip(p.command or "", 60)
-            line = line_of(f"   gpu{index} pid {p.pid:<7} {memory:>6}  {owner}  ", "dim")
-            line.append(command, style="dim italic")
-            lines.append(line)
-        if len(rows) > MAX_PROCESS_LINES:
-            more = len(rows) - MAX_PROCESS_LINES
-            lines.append(line_of(f"   +{more} more processes (Enter: host detail)", "dim"))
-        return lines
 
 
 def panel_after(panels: Iterable[HostPanel], current: object, step: int) -> HostPanel | None:
