@@ -51,6 +51,7 @@ from console.jobs.plan.placement import (
     step_split,
     substitute,
 )
+from console.jobs.plan.ray_shell import FUNCTIONS, WAIT_NODES
 from console.transport.ship import shell_join, shell_word
 
 DRIVER_ROLE = "driver"  # the head host's process: Ray head + driver
@@ -64,43 +65,6 @@ SHUTDOWN_WAIT_S = 5  # ray start's own shutdown, before what is left is killed
 HEAD_GONE_CHECKS = 3  # refused connections in a row to the GCS port: the head is gone
 TEMP_ROOT = "/tmp"
 TEMP_LINK = "ray-tmp"  # in the job directory: the node's --temp-dir
-
-# Run by the head's script with the host's python before the driver: waits for the GCS
-# port, then for WANT live nodes (ray.nodes()), while the head's `ray start` lives.
-WAIT_NODES = """\
-import os, socket, sys, time
-want, limit, head = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
-host, _, port = os.environ["RAY_ADDRESS"].rpartition(":")
-deadline = time.time() + limit
-def head_alive():
-    try:
-        with open("/proc/%d/stat" % head) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-def check(what):
-    if not head_alive():
-        sys.exit("distconsole: the Ray head node ended before " + what)
-    if time.time() > deadline:
-        sys.exit("distconsole: gave up after %.0f s waiting for %s" % (limit, what))
-while True:
-    try:
-        socket.create_connection((host, int(port)), timeout=2).close()
-        break
-    except OSError:
-        check("its GCS port %s:%s opened" % (host, port))
-        time.sleep(0.5)
-import ray
-ray.init(logging_level=40, log_to_driver=False)  # logging.ERROR
-while True:
-    alive = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])
-    if len(alive) >= want:
-        break
-    check("%d Ray nodes to join (%d so far: %s)" % (want, len(alive), ", ".join(alive)))
-    time.sleep(0.5)
-ray.shutdown()
-print("distconsole: %d Ray nodes joined: %s" % (len(alive), ", ".join(alive)), flush=True)
-"""
 
 
 def temp_dir(job_id: str, host: str) -> str:
@@ -214,42 +178,6 @@ def start_argv(p: Placement, ph: PlacedHost, k: int) -> tuple[str, ...]:
     if spec.ray_object_store is not None:
         argv += ["--object-store-memory", str(spec.ray_object_store)]
     return tuple(argv)
-
-
-# Bash functions both scripts use. Only builtins in the loops over /proc: a command
-# substitution would fork a process of this session while it is being emptied.
-FUNCTIONS = r"""stat_fields() {  # $1: a pid -> "state ppid pgrp session ..." (after its name)
-  local line
-  { read -r line <"/proc/$1/stat"; } 2>/dev/null || return 1
-  fields=${line##*) }
-}
-alive() {  # a zombie child still answers kill -0
-  stat_fields "$1" || return 1
-  case ${fields%% *} in Z|X) return 1 ;; esac
-}
-kill_session() {  # every other process of this job process's session, by SIGKILL
-  local me d
-  stat_fields $$ || return 0
-  set -- $fields
-  me=$4
-  for d in /proc/[0-9]*; do
-    d=${d#/proc/}
-    [ "$d" = $$ ] || [ "$d" = "$me" ] && continue
-    stat_fields "$d" || continue
-    set -- $fields
-    [ "$4" = "$me" ] && kill -KILL "$d" 2>/dev/null
-  done
-  return 0
-}
-stop_ray() {  # ray start's own shutdown first, then whatever it left behind
-  local i=0
-  kill -TERM "$ray" 2>/dev/null
-  while alive "$ray" && [ $i -lt WAIT_TENTHS ] && shutdown_can_end; do
-    sleep 0.1; i=$((i+1))
-  done
-  kill_session
-  wait "$ray" 2>/dev/null
-}"""
 
 
 def _common(p: Placement, ph: PlacedHost) -> list[str]:
