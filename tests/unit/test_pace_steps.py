@@ -196,3 +196,16 @@ def test_a_slow_worker_reads_as_its_task_with_its_step_time() -> None:
     assert "STEPS/S" in table[1] and table[-1].split() == ["worker", "1", "node2", "1.00",
                                                             "2.00x", "SLOW"]  # fmt: skip
     assert period_lines(view)[1].startswith("  worker 1 on node2 from ")
+
+
+def test_a_quiet_spell_at_the_windows_end_is_no_stall_when_the_worker_moved_in_it() -> None:
+    """A checkpoint, an evaluation, a late reading: 4 s with no line at the tick, after
+    steps at 1 a second. The rate is judged between its lines (1/s); bounding it by the
+    quiet spell (1 step in 4 s) read it 4x slow."""
+    board = PaceBoard(window_s=15, basis="steps")
+    first = {"steps": 10, "step_wall_s": 10.0, "wall_s": 10.0, "stride": 1}
+    last = {"steps": 21, "step_wall_s": 21.0, "wall_s": 25.0, "stride": 1}
+    assert board.step_rate(first, last) == 1.0
+    # No line in the whole window: at most 1 step in the 15 s since the last.
+    quiet = {"steps": 21, "step_wall_s": 21.0, "wall_s": 36.0, "stride": 1}
+    assert board.step_rate(last, quiet) == 1 / 15

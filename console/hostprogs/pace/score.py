@@ -131,18 +131,18 @@ class PaceBoard:
         """A worker's steps per second over the window, or None where it cannot be told.
 
         Between its step lines (``step_wall_s``, its host's clock) where it moved; with no
-        new line for a while, at most its last stride over the time since: a worker that
-        prints every 100 steps is not slow between two lines, one that stopped is."""
+        new line in the whole window, at most its last stride over the time since: a
+        worker that prints every 100 steps is not slow between two lines, one that stopped
+        is. (Not while lines come: the readings, a second apart, would make a bound
+        from a short idle spell read slower than the worker is.)"""
         if last["wall_s"] - first["wall_s"] < self.window_s / 2:
             return None  # not read across the window
-        idle = last["wall_s"] - last["step_wall_s"]
-        bound = last["stride"] / idle if last["stride"] > 0 and idle > 0 else None
         moved = last["steps"] - first["steps"]
         span = last["step_wall_s"] - first["step_wall_s"]
-        if moved > 0 and span >= self.window_s / 2:
-            rate = moved / span
-            return min(rate, bound) if bound is not None else rate
-        return bound if moved == 0 else None
+        if moved > 0:
+            return moved / span if span >= self.window_s / 2 else None
+        idle = last["wall_s"] - last["step_wall_s"]
+        return last["stride"] / idle if moved == 0 and last["stride"] > 0 and idle > 0 else None
 
     def tick_steps(self, start: float, now: float) -> list[dict[str, Any]]:
         rates = {}
