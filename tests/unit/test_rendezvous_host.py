@@ -71,6 +71,11 @@ def test_the_plan_starts_the_store_first_and_every_agent_connects_to_it(
     assert arg(store.argv, "--address") == "10.0.0.13"
     assert arg(store.argv, "--run-id") == "job-1"
     assert [u.path for u in planned.uploads if u.host == "node3"] == [store.argv[1]]
+    # Elastic: the leader's suspects file and each agent's --local-addr (rendezvous_store).
+    assert arg(store.argv, "--hosts-file").endswith("/job-1/rendezvous-hosts.json")
+    assert (arg(store.argv, "--min-nodes"), arg(store.argv, "--max-nodes")) == ("2", "3")
+    agent_pairs = [store.argv[i + 1] for i, a in enumerate(store.argv) if a == "--agent"]
+    assert agent_pairs == ["node0=10.0.0.10", "node1=10.0.0.11", "node2=10.0.0.12"]
     assert [a.host for a in agents] == ["node0", "node1", "node2"]
     for agent in agents:
         argv = agent.argv
@@ -92,6 +97,7 @@ def test_without_restarts_the_agents_still_meet_at_the_rendezvous_host(
     inventory: Inventory,
 ) -> None:
     planned = ddp(inventory, max_restarts=0, min_hosts=None)
+    assert "--hosts-file" not in planned.launches[0].argv  # no scale-down to cut short
     for agent in planned.launches[1:]:
         assert arg(agent.argv, "--rdzv-endpoint").startswith("10.0.0.13:")
         assert arg(agent.argv, "--rdzv-conf") == "is_host=0"

@@ -22,9 +22,11 @@ from console.hostprogs.supervisor.source import supervisor_source
 T0 = 1000.0
 
 
-def start_store(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[str], int, Path]:
+def start_store(
+    tmp_path: Path, run_id: str, *extra: str
+) -> tuple[subprocess.Popen[str], int, Path]:
     """The real store program on a free loopback port, once it answers: (process, port,
-    its round file)."""
+    its round file). ``extra``: more of its options."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -32,7 +34,7 @@ def start_store(tmp_path: Path, run_id: str) -> tuple[subprocess.Popen[str], int
     rounds = tmp_path / "rendezvous-round.json"
     store = subprocess.Popen(
         [sys.executable, str(program), "--address", "127.0.0.1", "--port", str(port),
-         "--run-id", run_id, "--round-file", str(rounds)],
+         "--run-id", run_id, "--round-file", str(rounds), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60

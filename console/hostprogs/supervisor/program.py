@@ -285,6 +285,7 @@ class Supervisor(SvHangWatch, SvRestarts, SvElastic, SvDrain, SvPace, SvPeers):
         guarded_dispatch(self.selector, self.poll_s)  # the port, the peers, the leader
         self.watch_local()
         self.horovod_watch()  # elastic.py: before the restarts (a lost host's drop is none)
+        self.tell_store()  # rendezvous.py: a lost host reaches the store at once
         self.watch_restarts()
         self.local.tick()
         self.pace_tick()

@@ -9,6 +9,12 @@ nothing. What changes for the supervisors:
   the store as torch keeps it), and the leader reads that instead (:meth:`store_round`).
 - The policy (policy.py) counts training hosts only, takes the store's end as the job's
   failure, and stops the store once training ended.
+- The leader tells the store program, every loop, which training hosts it suspects (a
+  supervisor's connection closed, a scale-down) and which it expects in a round (the
+  hosts of the job now, but those): ``rendezvous-hosts.json`` (:meth:`tell_store`). The
+  store drops a suspect's agent from torch's state once its beats stopped, and closes
+  a round that holds every expected host, instead of waiting torch's keep-alive and
+  last call (hostprogs/rendezvous_store.py).
 - A follower whose connection to the leader closed cannot tell a dead supervisor from a
   dead host (a host's user's processes killed on a kernel that lives on): it asks the
   store's port (:meth:`check_rendezvous`). A store that does not answer is a rendezvous
@@ -27,9 +33,10 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 if __name__ != "__main__":  # imported by the console/tests; on a host the parts precede
-    from console.hostprogs.jobctl.common import read_text
+    from console.hostprogs.jobctl.common import read_text, write_atomic
 
 SV_STORE_ROUND = "rendezvous-round.json"  # hostprogs/rendezvous_store.py ROUND_FILE
+SV_STORE_HOSTS = "rendezvous-hosts.json"  # jobs/plan/ddp_store.py HOSTS_FILE
 SV_RENDEZVOUS_ROLE = "rendezvous"  # jobs/plan/rendezvous.py ROLE
 SV_STORE_PROBE_S = 1.0  # a connect to the store's port: the kernel answers, not torch
 SV_STORE_MISSES = 2  # probes in a row without an answer before the host counts as lost
@@ -80,6 +87,38 @@ class SvRendezvous:
         self.rendezvous_host = str(self.cfg.get("rendezvous_host") or "")
         self.policy.rendezvous_host = self.rendezvous_host
         self.store_misses = 0
+        self.store_told: dict[str, list[str]] | None = None
+
+    def tell_store(self) -> None:
+        """The leader on the rendezvous host of an elastic job, each loop: the training
+        hosts it suspects and those it expects, to the store program (on change)."""
+        if (
+            not self.rendezvous_host
+            or self.host != self.rendezvous_host
+            or not self.is_leader
+            or self.cfg.get("kind") != "ddp"  # Horovod's driver is no torch store
+            or not self.policy.min_hosts
+            or self.policy.verdict is not None
+        ):
+            return
+        gone = {str(down["host"]) for down in self.policy.scale_downs}
+        suspects = sorted(gone | set(self.unsupervised))
+        told = {
+            "suspects": suspects,
+            "expected": [h for h in self.policy.hosts_now if h not in suspects],
+        }
+        if told == self.store_told:
+            return
+        try:
+            write_atomic(os.path.join(self.job_dir, SV_STORE_HOSTS), json.dumps(told) + "\n")
+        except OSError as exc:  # the store then waits torch's own timeouts: no worse
+            if self.store_told is None:
+                self.event("rendezvous-told", why=str(exc))
+            self.store_told = told
+            return
+        if self.store_told is None or told["suspects"] != self.store_told["suspects"]:
+            self.event("rendezvous-told", **told)
+        self.store_told = told
 
     def store_round(self) -> tuple[int, int] | None:
         """The leader on the rendezvous host: the store's last round (else None)."""

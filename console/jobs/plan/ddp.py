@@ -74,7 +74,8 @@ ROLE = "torchrun"
 # joined: the survivors of a loss, restarting together, join well within that; agents
 # started together by jobctl too (a late one joins the next round: torchrun restarts
 # the group to take it in). 300 s for the first round (torch imports on a slow shared
-# filesystem) instead of 600; 10 s to close the rendezvous at the end.
+# filesystem) instead of 600; 10 s to close the rendezvous at the end. With a rendezvous
+# host the store program cuts both short on the leader's word (hostprogs/rendezvous_store).
 ELASTIC_RDZV_CONF = (
     "join_timeout=300",
     "last_call_timeout=2",
@@ -168,7 +169,7 @@ def plan_ddp(p: Placement) -> JobPlan:
             "--spare-hosts needs --min-hosts M: a spare replaces a lost host of an elastic "
             "job (torchrun --nnodes M:N)"
         )
-    launches: list[RankLaunch] = [store_launch(p, p.rendezvous)] if p.rendezvous else []
+    launches: list[RankLaunch] = [store_launch(p, p.rendezvous, floor)] if p.rendezvous else []
     first_rank = 0
     agents = [(ph, False) for ph in p.hosts] + [(ph, True) for ph in p.spares]
     for node_rank, (ph, spare) in enumerate(agents):

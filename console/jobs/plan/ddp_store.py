@@ -14,12 +14,21 @@ from console.jobs.plan.rendezvous import ROLE
 
 PROGRAM = "rendezvous_store.py"  # in console.hostprogs, uploaded to the job directory
 ROUND_FILE = "rendezvous-round.json"  # hostprogs/rendezvous_store.py ROUND_FILE
+HOSTS_FILE = "rendezvous-hosts.json"  # supervisor/rendezvous.py SV_STORE_HOSTS
 
 
-def store_launch(p: Placement, rdzv: PlacedHost) -> RankLaunch:
+def store_launch(p: Placement, rdzv: PlacedHost, floor: int = 0) -> RankLaunch:
     """``python rendezvous_store.py --address A --port P --run-id JOB``: the host's Python
-    (it imports torch), with the job's own variables only."""
+    (it imports torch), with the job's own variables only. Elastic (``floor``: the
+    job's --min-hosts), it also reads the leader's suspects from ``HOSTS_FILE`` and
+    knows each agent's ``--local-addr``, to cut a scale-down short (its module doc)."""
     job_dir = rdzv.job_dir
+    elastic: tuple[str, ...] = ()
+    if floor:
+        elastic = ("--hosts-file", f"{job_dir}/{HOSTS_FILE}", "--min-nodes", str(floor))
+        elastic += ("--max-nodes", str(len(p.hosts)))  # torchrun's --nnodes M:N
+        for ph in (*p.hosts, *p.spares):
+            elastic += ("--agent", f"{ph.name}={ph.address}")
     argv = (
         rdzv.host.python,
         f"{job_dir}/{PROGRAM}",
@@ -31,6 +40,7 @@ def store_launch(p: Placement, rdzv: PlacedHost) -> RankLaunch:
         p.job_id,
         "--round-file",
         f"{job_dir}/{ROUND_FILE}",
+        *elastic,
     )
     env = {
         "PYTHONUNBUFFERED": "1",
