@@ -97,4 +97,8 @@ def test_the_leader_drains_a_follower_slow_long_enough_once_never_itself() -> No
     assert pace_exclusions(slow, 299.0, 300.0, "n0", set()) == {}
     found = pace_exclusions(slow, 300.0, 300.0, "n0", set())
     assert found == {"n1": "rank 1 slow for 5 min (1.8x the median: CPU: quota)"}
+    # --exclude-slow takes fractions of a minute: a short span reads in seconds.
+    assert pace_exclusions(slow[1:2], 36.0, 6.0, "n0", set())["n1"].startswith(
+        "rank 1 slow for 36 s ("
+    )
     assert pace_exclusions(slow, 600.0, 300.0, "n0", {"n1"}).keys() == {"n2"}

@@ -52,6 +52,11 @@ def pace_cause(pid: int, gpu: int | None) -> str:
     return text[:300] or "unknown"
 
 
+def pace_span(seconds: float) -> str:
+    """ "40 s" under 2 minutes (--exclude-slow takes fractions), else "5 min"."""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def pace_exclusions(
     slow: list[dict[str, Any]], now: float, after_s: float, leader: str, done: set
 ) -> dict[str, str]:
@@ -65,7 +70,7 @@ def pace_exclusions(
             continue
         if now - since >= after_s:
             found[host] = (
-                f"rank {rank.get('rank')} slow for {(now - since) / 60:.0f} min "
+                f"rank {rank.get('rank')} slow for {pace_span(now - since)} "
                 f"({rank.get('relative')}x the median: {rank.get('cause')})"
             )
     return found

@@ -216,6 +216,7 @@ class SvDrain:
         self.drained: dict[str, Any] | None = None
         self.last_drain_check = 0.0
         self.gpu_watch: SvGpuWatch | None = None
+        self.gpu_watch_off = False  # no GPU tools here (the leader may still drain it)
         self.told_not_used: set = set()
 
     def check_drain(self) -> None:
@@ -223,6 +224,7 @@ class SvDrain:
         now = time.time()
         if (
             not self.drain_on
+            or self.gpu_watch_off
             or self.drained is not None
             or now - self.last_drain_check < SV_DRAIN_EVERY_S
         ):
@@ -236,7 +238,9 @@ class SvDrain:
                 return  # the job's processes are not there yet
             env = next((e for e in environs if SV_VISIBLE in e), environs[0])
             if shutil.which("nvidia-smi", path=env.get("PATH")) is None:
-                self.drain_on = False  # no GPU tools here: nothing to read
+                # No GPU tools here: nothing to read. Not drain_on: the leader's
+                # --exclude-slow may still drain this host (pace/hook.py).
+                self.gpu_watch_off = True
                 return
             self.gpu_watch = SvGpuWatch(env, self.started_at)
         drain, others = self.gpu_watch.check(sv_visible(environs), now)
