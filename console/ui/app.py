@@ -3,8 +3,8 @@
 Workers (the loops of ``workers.py`` ``AppFeeds``, started on the app) consume the core's
 async iterators and post messages to the app ("messages up"); the app gathers what
 arrived into batches, writes them to the one cluster store and hands the changed part to
-screens ("attributes down"). Screens get the app's :class:`Services` (the composition
-root) when they are made.
+screens ("attributes down"; ``workers.FeedArrivals``, a base of the app). Screens get
+the app's :class:`Services` (the composition root) when they are made.
 """
 
 from __future__ import annotations
@@ -14,31 +14,22 @@ import gc
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.screen import Screen
-from textual.worker import Worker, WorkerState
 
 from console import inventory as inventory_module
 from console.inventory import Inventory
-from console.probe.models import HostView
 from console.settings import DEFAULT_SETTINGS, Settings
-from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource, cluster_connections
 from console.ui.jobs_service import JobRow, JobsService
-from console.ui.messages import (
-    HostStatusesArrived,
-    HostViewsArrived,
-    JobRowsArrived,
-    OpenLogs,
-    SlurmOccupancyArrived,
-)
+from console.ui.messages import OpenLogs
 from console.ui.palette import palette_commands
 from console.ui.screens.cluster import ClusterScreen
 from console.ui.screens.help import HelpScreen, KeyHelp, keys_by_screen
@@ -55,10 +46,9 @@ from console.ui.theming import (
     check_theme,
     next_theme,
 )
-from console.ui.workers import AppFeeds
+from console.ui.workers import AppFeeds, FeedArrivals
 
 if TYPE_CHECKING:
-    from console.jobs.slurm.queue import SlurmJobOnNode
     from console.probe.monitor import ClusterMonitor
 
 
@@ -74,7 +64,7 @@ def tune_collector() -> None:
     gc.set_threshold(max(_young, GC_YOUNG_THRESHOLD), middle, old)
 
 
-class DistConsoleApp(App[int]):
+class DistConsoleApp(FeedArrivals):
     TITLE = "distconsole"
     # A named mode, not Textual's "_default": switch_mode() only knows added modes, so
     # `h` from another mode would raise UnknownModeError.
@@ -173,79 +163,6 @@ class DistConsoleApp(App[int]):
         if self._connections_factory is not None:
             self.set_interval(self.services.settings.refresh_s, self._refresh_latencies)
             self.feeds.start(self._connections_factory)
-
-    # -- the store: written here only, then the changed part goes down to screens -------
-
-    def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
-        changed = self.store.apply_statuses(statuses)
-        if changed:
-            self.hosts_screen.apply_statuses(changed.values())
-            # A down host's panel says why and since when as soon as it goes down.
-            self.cluster_screen.apply_statuses(changed.values())
-
-    def apply_views(self, *batches: Mapping[str, HostView]) -> None:
-        merged = self.store.apply_views(batches)
-        self.cluster_screen.apply_views(merged)
-        if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in merged:
-            self.screen.take(merged[self.screen.host.name])
-
-    def apply_job_rows(self, rows: Sequence[JobRow]) -> None:
-        changed = self.store.apply_jobs(rows)
-        if changed:
-            self.jobs_screen.apply_rows(changed)
-            self.cluster_screen.apply_slow()  # the GPU panels mark a slow rank's host
-
-    def apply_slurm(self, occupancy: Mapping[str, tuple[SlurmJobOnNode, ...]]) -> None:
-        changed = self.store.apply_slurm(occupancy)
-        if changed:
-            self.cluster_screen.apply_slurm(changed)
-            # An open host detail lists the host's Slurm jobs: redraw them now.
-            if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in changed:
-                self.screen.take(self.screen.view)
-
-    def _refresh_latencies(self) -> None:
-        """The transport re-measures latency without announcing it (no state changed):
-        read the figures from the connections and pass on the hosts whose moved."""
-        connections = self.services.connections
-        if connections is None:
-            return
-        known = self.store.statuses
-        moved = [
-            status
-            for name, status in connections.statuses().items()
-            if name in known
-            # Same state only: a state change arrives as an event, in its order.
-            and status.state is known[name].state
-            and status.latency_ms != known[name].latency_ms
-        ]
-        if moved:
-            self.apply_statuses(moved)
-
-    def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
-        self.apply_statuses(self.statuses_inbox.take())
-
-    def on_host_views_arrived(self, _message: HostViewsArrived) -> None:
-        self.apply_views(*self.views_inbox.take())
-
-    def on_slurm_occupancy_arrived(self, _message: SlurmOccupancyArrived) -> None:
-        latest = self.slurm_inbox.take()
-        if latest:  # each is the whole occupancy: the newest says it all
-            self.apply_slurm(latest[-1])
-
-    def on_job_rows_arrived(self, _message: JobRowsArrived) -> None:
-        self.apply_job_rows([row for batch in self.jobs_inbox.take() for row in batch])
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state is not WorkerState.ERROR:
-            return
-        what = {"connections": "Host connections", "jobs": "The job list"}
-        if event.worker.group in what:
-            self.notify(
-                f"{what[event.worker.group]} stopped: {event.worker.error}",
-                title=event.worker.group,
-                severity="error",
-                timeout=30,
-            )
 
     async def on_unmount(self) -> None:
         await self.feeds.close()

@@ -4,18 +4,20 @@ Each loop runs as a Textual worker started on the app (workers belong to a DOM n
 the app's ``on_worker_state_changed`` still hears of a failed one, by group:
 ``connections`` for host statuses, GPU views and the Slurm queue, ``jobs`` for the job
 rows). A loop only ``put``s into its inbox; the app takes each batch, writes the store
-and hands the changed part to screens. The loops also fill in ``Services``'
-``connections``, ``monitor`` and ``jobs`` as each comes to exist, and :meth:`close`
-closes them when the app unmounts.
+and hands the changed part to screens (:class:`FeedArrivals`, a base of the app). The
+loops also fill in ``Services``' ``connections``, ``monitor`` and ``jobs`` as each comes
+to exist, and :meth:`close` closes them when the app unmounts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
+from textual.worker import Worker, WorkerState
 
 from console.transport.base import HostStatus
 from console.ui.feeds import ConnectionsFactory, HostStatusSource
@@ -28,6 +30,7 @@ from console.ui.messages import (
     SlurmOccupancyArrived,
 )
 from console.ui.overview import count
+from console.ui.screens.host_detail import HostDetailScreen
 from console.ui.services import Services
 
 if TYPE_CHECKING:
@@ -35,6 +38,10 @@ if TYPE_CHECKING:
     from console.metrics.endpoint import MetricsEndpoint
     from console.probe.models import HostView
     from console.transport.forward import PortForwards
+    from console.ui.screens.cluster import ClusterScreen
+    from console.ui.screens.hosts import HostsScreen
+    from console.ui.screens.jobs import JobsScreen
+    from console.ui.store import ClusterStore
 
 
 def port_forwards(connections: HostStatusSource) -> PortForwards | None:
@@ -220,3 +227,96 @@ class AppFeeds:
             # detached on their hosts, so nothing is lost by giving up here.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(services.connections.close(), timeout)
+
+
+class FeedArrivals(App[int]):
+    """Where the feeds' batches land: a base of :class:`~console.ui.app.DistConsoleApp`.
+
+    The store is written here only, then the changed part goes down to the screens
+    ("attributes down"); a feed worker that fails is told to the user.
+    """
+
+    services: Services
+    hosts_screen: HostsScreen
+    cluster_screen: ClusterScreen
+    jobs_screen: JobsScreen
+    statuses_inbox: Inbox[HostStatus]
+    views_inbox: Inbox[dict[str, HostView]]
+    jobs_inbox: Inbox[list[JobRow]]
+    slurm_inbox: Inbox[dict[str, tuple[SlurmJobOnNode, ...]]]
+
+    if TYPE_CHECKING:  # provided by DistConsoleApp
+
+        @property
+        def store(self) -> ClusterStore: ...
+
+    def apply_statuses(self, statuses: Iterable[HostStatus]) -> None:
+        changed = self.store.apply_statuses(statuses)
+        if changed:
+            self.hosts_screen.apply_statuses(changed.values())
+            # A down host's panel says why and since when as soon as it goes down.
+            self.cluster_screen.apply_statuses(changed.values())
+
+    def apply_views(self, *batches: Mapping[str, HostView]) -> None:
+        merged = self.store.apply_views(batches)
+        self.cluster_screen.apply_views(merged)
+        if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in merged:
+            self.screen.take(merged[self.screen.host.name])
+
+    def apply_job_rows(self, rows: Sequence[JobRow]) -> None:
+        changed = self.store.apply_jobs(rows)
+        if changed:
+            self.jobs_screen.apply_rows(changed)
+            self.cluster_screen.apply_slow()  # the GPU panels mark a slow rank's host
+
+    def apply_slurm(self, occupancy: Mapping[str, tuple[SlurmJobOnNode, ...]]) -> None:
+        changed = self.store.apply_slurm(occupancy)
+        if changed:
+            self.cluster_screen.apply_slurm(changed)
+            # An open host detail lists the host's Slurm jobs: redraw them now.
+            if isinstance(self.screen, HostDetailScreen) and self.screen.host.name in changed:
+                self.screen.take(self.screen.view)
+
+    def _refresh_latencies(self) -> None:
+        """The transport re-measures latency without announcing it (no state changed):
+        read the figures from the connections and pass on the hosts whose moved."""
+        connections = self.services.connections
+        if connections is None:
+            return
+        known = self.store.statuses
+        moved = [
+            status
+            for name, status in connections.statuses().items()
+            if name in known
+            # Same state only: a state change arrives as an event, in its order.
+            and status.state is known[name].state
+            and status.latency_ms != known[name].latency_ms
+        ]
+        if moved:
+            self.apply_statuses(moved)
+
+    def on_host_statuses_arrived(self, _message: HostStatusesArrived) -> None:
+        self.apply_statuses(self.statuses_inbox.take())
+
+    def on_host_views_arrived(self, _message: HostViewsArrived) -> None:
+        self.apply_views(*self.views_inbox.take())
+
+    def on_slurm_occupancy_arrived(self, _message: SlurmOccupancyArrived) -> None:
+        latest = self.slurm_inbox.take()
+        if latest:  # each is the whole occupancy: the newest says it all
+            self.apply_slurm(latest[-1])
+
+    def on_job_rows_arrived(self, _message: JobRowsArrived) -> None:
+        self.apply_job_rows([row for batch in self.jobs_inbox.take() for row in batch])
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is not WorkerState.ERROR:
+            return
+        what = {"connections": "Host connections", "jobs": "The job list"}
+        if event.worker.group in what:
+            self.notify(
+                f"{what[event.worker.group]} stopped: {event.worker.error}",
+                title=event.worker.group,
+                severity="error",
+                timeout=30,
+            )
