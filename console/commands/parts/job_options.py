@@ -117,8 +117,9 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "--slow-threshold",
         type=float,
         metavar="X",
-        help="ddp/mpi/horovod: name a rank slow once its busy time is X times the median "
-        "rank's for 2 windows of 15 s in a row (default 1.3; docs/slow-ranks.md)",
+        help="name a rank slow once its busy time (ps: a worker's step time) is X times "
+        "the median's for 2 windows of 15 s in a row (default: the leader host's "
+        "slow_threshold, else 1.3; docs/slow-ranks.md)",
     )
     parser.add_argument(
         "--exclude-slow",
