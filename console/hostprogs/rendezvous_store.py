@@ -161,15 +161,19 @@ def revise(
     elif removed and not state.complete and len(state.participants) < min_nodes:
         state.deadline = None
     if not state.complete and expected:
-        done += close(state, expected, min_nodes, max_nodes)
+        done += close(state, expected, drop, min_nodes, max_nodes)
     return done
 
 
-def close(state: Any, expected: set[str], min_nodes: int, max_nodes: int) -> list[str]:
+def close(
+    state: Any, expected: set[str], drop: set[str], min_nodes: int, max_nodes: int
+) -> list[str]:
     """A round still forming: once every expected host's agent is a participant or waits
-    for it (torch's wait list: it joins at its next 1 s poll), the waiting ones join now
-    and the round is complete, as torch's join and its last call would make it."""
-    waiting = [n for n in state.wait_list if n.addr in expected]
+    for it (torch's wait list: each joins at its next 1 s poll), the waiting ones join
+    now and the round is complete, as torch's join and its last call would make it.
+    Every waiting agent but a suspect's: a spare's too (never expected before it joined
+    a round: left out, it would wait for the next round again, and the next)."""
+    waiting = [n for n in state.wait_list if n.addr not in drop]
     members = [*state.participants, *waiting]
     addresses = [n.addr for n in members]
     if (

@@ -6,6 +6,7 @@ store program; no hosts."""
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -61,12 +62,15 @@ def test_a_forming_round_closes_once_every_expected_host_joined() -> None:
         complete=False,
     )
     assert revise(state, set(), {"b", "c"}, (2, 3), lambda n: True) == []  # c not in yet
-    # c waits (torch's wait list: it would join at its next poll): it joins now.
-    state = state_of(["b"], complete=False, waiting=("c", "x"))
-    done = revise(state, set(), {"b", "c"}, (2, 3), lambda n: True)
-    assert done == ["round 5 complete with 2 agents: every host expected"]
-    assert {n.addr: r for n, r in state.participants.items()} == {"b": 0, "c": 1}
-    assert state.wait_list == {node("x")}  # not expected: left to torch (the next round)
+    # c waits (torch's wait list: it would join at its next poll): it joins now, and so
+    # does s (a spare: never expected before it joined), not a suspect's still beating.
+    state = state_of(["b"], complete=False, waiting=("c", "s", "x"))
+    done = revise(state, {"x"}, {"b", "c"}, (2, 3), lambda n: False)
+    assert done == ["round 5 complete with 3 agents: every host expected"]
+    assert {n.addr: r for n, r in state.participants.items()} == {"b": 0, "c": 1, "s": 2}
+    assert state.wait_list == {node("x")}
+    state = state_of(["b"], complete=False, waiting=("c", "s", "x"))
+    assert revise(state, set(), {"b", "c"}, (2, 3), lambda n: True) == []  # 4 > N: torch's
     state = state_of(["b"], complete=False, waiting=("c",))
     assert revise(state, set(), {"b", "c"}, (3, 3), lambda n: True) == []  # below M
     state = state_of(["c", "b"], complete=False)
@@ -143,8 +147,9 @@ def test_the_survivors_meet_without_the_lost_agent_or_a_last_call(
     )
     pool = ThreadPoolExecutor(3)
     handlers: list[Any] = []
+    spare: Any = None
     try:
-        for i in range(3):
+        for i in range(4):  # node0..node2, and a spare (node4, never expected)
             params = RendezvousParameters(
                 "c10d", f"127.0.0.1:{port}", "job-r", 2, 3, local_addr=f"10.0.0.1{i}",
                 is_host="0", read_timeout="30", join_timeout="300", keep_alive_interval="1",
@@ -152,6 +157,7 @@ def test_the_survivors_meet_without_the_lost_agent_or_a_last_call(
             )  # fmt: skip
             backend, client = create_backend(params)
             handlers.append(torch_rdzv.create_handler(client, backend, params))
+        spare = handlers.pop()
         first = [f.result(timeout=120) for f in [pool.submit(h.next_rendezvous) for h in handlers]]
         assert sorted(info.world_size for info in first) == [3, 3, 3]
         handlers[0]._stop_heartbeats()  # node0's agent is gone: no more beats
@@ -162,9 +168,22 @@ def test_the_survivors_meet_without_the_lost_agent_or_a_last_call(
         assert sorted((info.rank, info.world_size) for info in after) == [(0, 2), (1, 2)]
         found = sv_store_round(str(tmp_path))
         assert found is not None and found[1] == 2, rounds.read_text()
+        # A spare's agent then waits; the survivors' agents restart for it (torch's
+        # num_nodes_waiting): the next round takes it in, though the leader does not
+        # expect it yet (it counts a spare once its workers run).
+        joining = pool.submit(spare.next_rendezvous)
+        deadline = time.monotonic() + 50
+        while spare._state_holder.state.round == 0 or not spare._state_holder.state.wait_list:
+            assert not joining.done(), joining.result()
+            assert time.monotonic() < deadline, "the spare's agent never waited"
+            time.sleep(0.2)
+        again = [pool.submit(h.next_rendezvous) for h in handlers[1:]]
+        last = [f.result(timeout=50) for f in (*again, joining)]
+        assert sorted(info.world_size for info in last) == [3, 3, 3]
     finally:
-        for handler in handlers:
-            handler._stop_heartbeats()
+        for handler in [*handlers, spare]:
+            if handler is not None:
+                handler._stop_heartbeats()
         store.terminate()  # an agent still waiting then fails at once
         out, err = store.communicate(timeout=30)
         pool.shutdown(wait=True, cancel_futures=True)
