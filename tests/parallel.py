@@ -8,7 +8,8 @@ workers on two cores finish in a little over half the time. What keeps them apar
 - A whole test module is one unit of work (its module-scoped cluster is started once, its
   tests keep their order). Modules that share something machine-wide form one unit
   together (``SHARED``): the Slurm clusters (fixed node addresses 127.0.0.4x, one session
-  cluster), and the modules that start Ray nodes (Ray's own /tmp/ray session folders).
+  cluster), the modules that start Ray nodes (Ray's own /tmp/ray session folders), and the
+  slow-rank modules (each measures ranks against each other under a CPU quota).
 - Units start heaviest first (longest-processing-time order), by the seconds each module
   took in a recorded run (``module_seconds.json``); a module not in it counts as 0 s and
   runs last, in collection order. Record a new file with
@@ -44,6 +45,13 @@ SHARED: dict[str, tuple[str, ...]] = {
         "tests/integration/test_private_slurm.py",
         "tests/ui/test_slurm_only_nodes.py",
         "tests/unit/test_slurm_state.py",
+    ),
+    # Slow-rank detection judges ranks against each other under real CPU quotas: two of
+    # these at once would each be the other's noise.
+    "pace": (
+        "tests/integration/test_slow_ranks.py",
+        "tests/integration/test_slow_ranks_ps.py",
+        "tests/integration/test_exclude_slow.py",
     ),
     "ray": (
         "tests/integration/test_ray.py",
@@ -91,6 +99,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not (_running_in_parallel(config) or os.environ.get("PYTEST_XDIST_WORKER")):
         return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A worker parses the bare command line again, where `-n 2` alone never became
+        # loadgroup (our pytest_cmdline_main runs on the controller only): xdist's own
+        # hook must still turn our marks into the group suffix the scheduler reads.
+        config.option.loadgroup = True
     seconds = recorded_seconds()
     weight: dict[str, float] = defaultdict(float)
     first: dict[str, int] = {}
