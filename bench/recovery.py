@@ -41,8 +41,13 @@ no rank), training on node0..node2 with ``--min-hosts 2 --max-restarts 3``:
 Each run also prints where the seconds went (``phases``): the kill -> torchrun saw its
 worker fail -> the next round's workers started -> their first step.
 
+``--baseline DIR``: the elastic modes again, launched with the distconsole of another
+tree (``git archive COMMIT | tar -x -C DIR``: its plan, supervisor and store program),
+in the same run, each mode named ``NAME@base``: a change's figure beside the code
+before it on the same (shared, loaded) machine.
+
     python bench/recovery.py [--scenario crash|host-lost|first-host-lost] [--repeat 3]
-                             [--crash-at 30] [--steps 60] [--sleep 0.05]
+                             [--crash-at 30] [--steps 60] [--sleep 0.05] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -58,7 +63,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "tests")]
@@ -70,18 +75,31 @@ STEP = re.compile(r"rank \d+ step (\d+)/")
 RESUMED = re.compile(r"resumed from step (\d+)")
 
 
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=300)
+def cli(
+    env: dict[str, str], *args: str, tree: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI of this tree, or of ``tree`` (its ``console`` package ahead of this one's)."""
+    if tree is not None:
+        env = dict(env, PYTHONPATH=os.pathsep.join([tree, env.get("PYTHONPATH", "")]))
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=300, cwd=tree
+    )
 
 
-def launch(env: dict[str, str], cluster: SshdCluster, args: argparse.Namespace, *extra: str) -> str:
+def launch(
+    env: dict[str, str],
+    cluster: SshdCluster,
+    args: argparse.Namespace,
+    *extra: str,
+    tree: str | None = None,
+) -> str:
     crash = ("--crash-rank", "1", "--crash-at-step", str(args.crash_at), "--crash-once")
     per_host = "2" if args.scenario == "crash" else "1"
     result = cli(
         env, "launch", str(cluster.inventory_path), "--detach", "--skip-preflight",
         "--kind", "ddp", "--gpus-per-host", per_host, *extra, "--", "example:ddp",
         "--steps", str(args.steps), "--sleep", str(args.sleep),
-        *(crash if args.scenario == "crash" else ()),
+        *(crash if args.scenario == "crash" else ()), tree=tree,
     )  # fmt: skip
     if result.returncode != 0:
         raise SystemExit(f"launch failed: {result.stderr}")
@@ -217,6 +235,7 @@ class Mode:
     lose: str | None = None
     leader: str = "node0"
     relaunch: tuple[str, ...] = ()
+    tree: str | None = None  # another tree's distconsole (--baseline)
 
 
 SCENARIOS: dict[str, tuple[int, dict[str, Mode]]] = {
@@ -248,7 +267,7 @@ def run_once(
     for host in cluster.hosts if lost else ():
         cluster.start(host.name)  # the last run killed one
     started = time.monotonic()
-    job_ids = [launch(env, cluster, args, *extra)]
+    job_ids = [launch(env, cluster, args, *extra, tree=mode.tree)]
     leaders = [mode.leader]
     kill = None
     if lost is not None:
@@ -289,11 +308,16 @@ def main() -> int:
     parser.add_argument("--crash-at", type=int, default=30)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--sleep", type=float, default=0.05)
+    parser.add_argument("--baseline", help="another tree's distconsole, its modes beside")
     args = parser.parse_args()
     reason = unavailable_reason()
     if reason is not None:
         raise SystemExit(f"no sshd cluster here: {reason}")
     size, modes = SCENARIOS[args.scenario]
+    if args.baseline:
+        base = str(Path(args.baseline).resolve())
+        modes = {**modes, **{f"{n}@base": replace(m, tree=base) for n, m in modes.items()
+                             if n != "naive"}}  # fmt: skip
     results: dict[str, list[dict]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory() as tmp:
         cluster = SshdCluster(Path(tmp) / "cluster", size)

@@ -41,7 +41,7 @@ OTHER_TOOLS = {
     # git, pip, python benches and scripts
     "--cached", "--others", "--exclude-standard", "--no-cache-dir", "--hosts", "--repeat",
     "--duration", "--demo", "--no-sshd", "--rate", "--modes", "--max-lines", "--rtt-ms",
-    "--interval", "--python", "--scenario", "--crash-at", "--sleep", "--fixed",
+    "--interval", "--python", "--scenario", "--crash-at", "--sleep", "--fixed", "--baseline",
     # the bundled examples' own options
     "--crash-rank", "--crash-at-step", "--crash-once", "--epochs", "--lr",
 }  # fmt: skip
