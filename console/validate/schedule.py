@@ -5,6 +5,8 @@
 2. For each slow pair, each of its two hosts against a host found in no slow pair, and
    the slow pair once more (at most 3 x slow pairs more tests, again in rounds of
    disjoint pairs; the second figure of a pair is the one judged).
+3. A follow-up pair that reads slow is read once more too (``read_again``): no pair is
+   judged slow on a single figure, which one busy moment on either host can spoil.
 
 A host that is slow in every pair drags its links down itself; a pair that is slow while
 both of its hosts are fine with others is a slow link.
@@ -12,7 +14,7 @@ both of its hosts are fine with others is a slow link.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 Pair = tuple[str, str]
 
@@ -40,6 +42,12 @@ def disjoint_rounds(pairs: Iterable[Pair]) -> list[list[Pair]]:
             rounds.append([pair])
             busy.append(set(pair))
     return rounds
+
+
+def read_again(slow: Sequence[Pair], reads: Mapping[frozenset[str], int]) -> list[Pair]:
+    """The slow pairs read only once so far: each gets a second figure before it is
+    judged (its last figure is the one judged)."""
+    return [p for p in slow if reads.get(frozenset(p), 0) < 2]
 
 
 def follow_up_pairs(slow: Sequence[Pair], hosts: Sequence[str]) -> list[Pair]:
