@@ -9,7 +9,7 @@ workers on two cores finish in a little over half the time. What keeps them apar
   tests keep their order). Modules that share something machine-wide form one unit
   together (``SHARED``): the Slurm clusters (fixed node addresses 127.0.0.4x, one session
   cluster), the modules that start Ray nodes (Ray's own /tmp/ray session folders), and the
-  slow-rank modules (each measures ranks against each other under a CPU quota).
+  modules that judge speed (slow ranks under CPU quotas, validate's figures).
 - Units start heaviest first (longest-processing-time order), by the seconds each module
   took in a recorded run (``module_seconds.json``); a module not in it counts as 0 s and
   runs last, in collection order. Record a new file with
@@ -46,12 +46,15 @@ SHARED: dict[str, tuple[str, ...]] = {
         "tests/ui/test_slurm_only_nodes.py",
         "tests/unit/test_slurm_state.py",
     ),
-    # Slow-rank detection judges ranks against each other under real CPU quotas: two of
-    # these at once would each be the other's noise.
-    "pace": (
+    # Tests that judge speed (slow ranks against each other under real CPU quotas, the
+    # validate fleet's and links' figures): the slow-rank jobs keep both cores busy for
+    # minutes, and any two of these at once would each be the other's noise.
+    "speed": (
         "tests/integration/test_slow_ranks.py",
         "tests/integration/test_slow_ranks_ps.py",
         "tests/integration/test_exclude_slow.py",
+        "tests/integration/test_validate_hosts.py",
+        "tests/integration/test_validate_slow_link.py",
     ),
     "ray": (
         "tests/integration/test_ray.py",
