@@ -8,8 +8,8 @@ workers on two cores finish in a little over half the time. What keeps them apar
 - A whole test module is one unit of work (its module-scoped cluster is started once, its
   tests keep their order). Modules that share something machine-wide form one unit
   together (``SHARED``): the Slurm clusters (fixed node addresses 127.0.0.4x, one session
-  cluster), the modules that start Ray nodes (Ray's own /tmp/ray session folders), and the
-  modules that judge speed (slow ranks under CPU quotas, validate's figures).
+  cluster); and ``heavy``: the slow-rank jobs that keep both cores busy, the tests that
+  judge speed, and Ray's (its raylet must register within a hard-coded 30 s; /tmp/ray).
 - Units start heaviest first (longest-processing-time order), by the seconds each module
   took in a recorded run (``module_seconds.json``); a module not in it counts as 0 s and
   runs last, in collection order. Record a new file with
@@ -46,17 +46,17 @@ SHARED: dict[str, tuple[str, ...]] = {
         "tests/ui/test_slurm_only_nodes.py",
         "tests/unit/test_slurm_state.py",
     ),
-    # Tests that judge speed (slow ranks against each other under real CPU quotas, the
-    # validate fleet's and links' figures): the slow-rank jobs keep both cores busy for
-    # minutes, and any two of these at once would each be the other's noise.
-    "speed": (
+    # One unit, never beside each other: the slow-rank jobs keep both cores busy for
+    # minutes; the slow-rank and validate tests judge speed (two at once are each the
+    # other's noise); and Ray's `ray start` gives its raylet a hard-coded 30 s to
+    # register, which it missed beside the slow-rank jobs. Ray's modules also share
+    # /tmp/ray.
+    "heavy": (
         "tests/integration/test_slow_ranks.py",
         "tests/integration/test_slow_ranks_ps.py",
         "tests/integration/test_exclude_slow.py",
         "tests/integration/test_validate_hosts.py",
         "tests/integration/test_validate_slow_link.py",
-    ),
-    "ray": (
         "tests/integration/test_ray.py",
         "tests/integration/test_ray_hang.py",
         "tests/integration/test_preflight_ports.py",
